@@ -1,0 +1,1 @@
+"""paperline's stage code: `core` is shared plumbing, every other package is one data area."""

@@ -1,0 +1,1 @@
+"""Shared plumbing: params, atomic IO, logging, tracking, Ray, DVC, services, CLI."""

@@ -1,0 +1,149 @@
+"""`paperline`: the command-line door onto stages, flows, services and params."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tasks.core.errors import UserError
+from tasks.core.paths import repo_root
+from tasks.core.progress import configure_logging
+
+app = typer.Typer(
+    help="Reproducible pipelines for recent ML papers' datasets and models.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+services_app = typer.Typer(help="Start, stop and check local servers on 127.0.0.1.")
+params_app = typer.Typer(help="Validate params.yaml.")
+app.add_typer(services_app, name="services")
+app.add_typer(params_app, name="params")
+
+ServiceName = Annotated[
+    str | None,
+    typer.Argument(help="oxigraph, mlflow or prefect; all three when omitted.", show_default=False),
+]
+
+
+def _runtime():
+    from tasks.core.params import load_params
+
+    return load_params(repo_root() / "params.yaml").runtime
+
+
+@app.command()
+def stage(name: Annotated[str, typer.Argument(help="<area>.<stage>, e.g. corpus.ingest")]) -> None:
+    """Run one pipeline stage (what dvc.yaml calls; prefer `dvc repro` to skip fresh ones)."""
+    from tasks.core.stage import run_stage
+
+    for role, path in run_stage(name).items():
+        typer.echo(f"{role}: {os.path.relpath(path, repo_root())}")
+
+
+@app.command()
+def flow(
+    name: Annotated[str, typer.Argument(help="Flow to run (pipeline, corpus, …), or `serve`.")],
+    target: Annotated[str | None, typer.Argument(help="With `serve`: the flow to serve.")] = None,
+    cron: Annotated[str | None, typer.Option(help="With `serve`: cron schedule.")] = None,
+) -> None:
+    """Run a Prefect flow now, or `flow serve NAME --cron '0 3 * * *'` to serve it on a schedule.
+
+    When `paperline services up prefect` is running and PREFECT_API_URL is unset, the flow
+    reports to that server (its UI shows each stage as a task with its artifact).
+    """
+    from tasks.core import services
+
+    if not os.environ.get("PREFECT_API_URL"):
+        state = services.status("prefect", _runtime())
+        if state.state == "running":
+            os.environ["PREFECT_API_URL"] = state.url + "/api"
+    from flows.registry import load_flow
+
+    if name == "serve":
+        if not target:
+            raise UserError("flow serve: name the flow to serve, e.g. `paperline flow serve pipeline`")
+        load_flow(target).serve(name=f"{target}-served", cron=cron)
+        return
+    if target or cron:
+        raise UserError(f"flow {name}: extra arguments are only for `flow serve NAME --cron …`")
+    load_flow(name)()
+
+
+@app.command("status")
+def pipeline_status() -> None:
+    """List the stages DVC considers stale, and why."""
+    from tasks.core.dvc_stages import stale_stages
+
+    stale = stale_stages()
+    if not stale:
+        typer.echo("Every stage is up to date.")
+        return
+    for name, reasons in stale.items():
+        typer.echo(f"{name}: stale ({'; '.join(reasons) or 'changed'})")
+
+
+@params_app.command("check")
+def params_check(
+    path: Annotated[Path | None, typer.Argument(help="Defaults to the repository's.")] = None,
+) -> None:
+    """Validate params.yaml; one line naming the key path on the first error, exit 2."""
+    from tasks.core.params import load_params
+
+    target = path or repo_root() / "params.yaml"
+    loaded = load_params(target)
+    typer.echo(f"{target.name}: OK ({', '.join(type(loaded).model_fields)})")
+
+
+def _names(name: str | None) -> tuple[str, ...]:
+    from tasks.core.services import SERVICES
+
+    return (name,) if name else SERVICES
+
+
+@services_app.command("up")
+def services_up(name: ServiceName = None) -> None:
+    """Start servers (pid files and logs under .paperline/) and wait for their health check."""
+    from tasks.core import services
+
+    runtime = _runtime()
+    for each in _names(name):
+        typer.echo(services.up(each, runtime).describe())
+
+
+@services_app.command("down")
+def services_down(name: ServiceName = None) -> None:
+    """Stop servers that `up` started."""
+    from tasks.core import services
+
+    runtime = _runtime()
+    for each in _names(name):
+        stopped = services.down(each, runtime)
+        typer.echo(f"{each}: {'stopped' if stopped else 'was not running'}")
+
+
+@services_app.command("status")
+def services_status(name: ServiceName = None) -> None:
+    """Report each server's state from its health check."""
+    from tasks.core import services
+
+    runtime = _runtime()
+    for each in _names(name):
+        typer.echo(services.status(each, runtime).describe())
+
+
+def main() -> None:
+    configure_logging()
+    try:
+        app()
+    except UserError as error:
+        typer.echo(str(error), err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

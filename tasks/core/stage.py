@@ -1,0 +1,80 @@
+"""A stage: a pure `run(params, inputs) -> outputs` plus where its inputs and outputs live.
+
+`paperline stage NAME` (what dvc.yaml calls) resolves the declared paths, validates params,
+runs the function and commits every output atomically; tests call `run` directly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tasks.core.errors import InputError, UserError
+from tasks.core.io import commit_outputs
+from tasks.core.params import Params, load_params
+from tasks.core.paths import repo_root
+from tasks.core.progress import get_logger
+
+log = get_logger("paperline.stage")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Declaration of one pipeline stage (its dvc.yaml entry must agree; a test checks)."""
+
+    name: str  # "<area>.<stage>", e.g. "corpus.ingest"
+    run: Callable[[Any, Mapping[str, Path]], Mapping[str, Any]]
+    params_key: str  # dotted path of this stage's section in params.yaml
+    inputs: Mapping[str, str]  # role -> repo-relative path
+    outputs: Mapping[str, str]  # role -> repo-relative path
+
+    def select_params(self, params: Params) -> Any:
+        section: Any = params
+        for part in self.params_key.split("."):
+            section = getattr(section, part)
+        return section
+
+
+def find_stage(name: str) -> Stage:
+    """`corpus.ingest` (or DVC's `corpus-ingest`) → the STAGE in tasks/corpus/ingest.py."""
+    from tasks.core.dvc_stages import paperline_name
+
+    dotted = paperline_name(name)
+    area, _, stage = dotted.partition(".")
+    if not area.isidentifier() or not stage.isidentifier():
+        raise UserError(f"stage '{name}': expected <area>.<stage>, e.g. corpus.ingest")
+    try:
+        module = importlib.import_module(f"tasks.{area}.{stage}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("tasks."):
+            raise UserError(f"stage '{name}': no such stage; see `dvc stage list`") from None
+        raise
+    declared = getattr(module, "STAGE", None)
+    if not isinstance(declared, Stage):
+        raise UserError(f"stage '{name}': tasks/{area}/{stage}.py declares no STAGE")
+    return declared
+
+
+def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
+    """Validate params, check inputs, run the stage, commit its outputs; returns their paths."""
+    root = root or repo_root()
+    stage = find_stage(name)
+    params = stage.select_params(load_params(root / "params.yaml"))
+    inputs = {role: root / path for role, path in stage.inputs.items()}
+    for role, path in inputs.items():
+        if not path.exists():
+            raise InputError(f"{stage.name}: input '{role}' ({path}) is missing; run `dvc repro`")
+    started = time.perf_counter()
+    produced = stage.run(params, inputs)
+    if set(produced) != set(stage.outputs):
+        raise RuntimeError(
+            f"{stage.name} returned {sorted(produced)}, declared {sorted(stage.outputs)}"
+        )
+    targets = {root / stage.outputs[role]: value for role, value in produced.items()}
+    commit_outputs(targets)
+    log.info("%s: done in %.1f s", stage.name, time.perf_counter() - started)
+    return {role: root / path for role, path in stage.outputs.items()}

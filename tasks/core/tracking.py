@@ -1,0 +1,185 @@
+"""MLflow wired once: SQLite store + registry by default, lineage tags, model cards, aliases.
+
+Write to the store from one process only (the driver or rank 0): SQLite under concurrent
+writers answers "database is locked". For many writers start `paperline services up
+mlflow` and set MLFLOW_TRACKING_URI to its URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tasks.core.params import MlflowParams
+from tasks.core.paths import repo_root
+
+MODEL_CARD_FILE = "model_card.md"
+
+
+def tracking_uri(params: MlflowParams, root: Path | None = None) -> str:
+    """$MLFLOW_TRACKING_URI, else params' URI with a relative SQLite path made absolute."""
+    if env := os.environ.get("MLFLOW_TRACKING_URI"):
+        return env
+    uri = params.tracking_uri
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/"):
+        db = (root or repo_root()) / uri[len(prefix) :]
+        db.parent.mkdir(parents=True, exist_ok=True)
+        return prefix + str(db)
+    return uri
+
+
+def artifact_location(params: MlflowParams, root: Path | None = None) -> str | None:
+    """Where new experiments keep artifacts: a local folder for a local store, else the server's."""
+    if os.environ.get("MLFLOW_TRACKING_URI", "").startswith(("http://", "https://")):
+        return None
+    folder = Path(params.artifact_root)
+    if not folder.is_absolute():
+        folder = (root or repo_root()) / folder
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder.as_uri()
+
+
+def configure(params: MlflowParams, root: Path | None = None) -> str:
+    import mlflow
+
+    uri = tracking_uri(params, root)
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    return uri
+
+
+def ensure_experiment(name: str, params: MlflowParams, root: Path | None = None) -> str:
+    """The experiment's id, creating it with paperline's artifact location if new."""
+    import mlflow
+
+    configure(params, root)
+    existing = mlflow.get_experiment_by_name(name)
+    if existing is not None:
+        return existing.experiment_id
+    location = artifact_location(params, root)
+    return mlflow.create_experiment(name, artifact_location=location)
+
+
+def git_commit(root: Path | None = None) -> str:
+    """HEAD's commit, suffixed `-dirty` when tracked files differ; `unknown` outside git."""
+    cwd = root or repo_root()
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return f"{head}-dirty" if dirty else head
+
+
+def dvc_lock_hashes(paths: Iterable[str], root: Path | None = None) -> dict[str, str]:
+    """The content hash dvc.lock records for each path (as an out of some stage, else a dep)."""
+    lock_file = (root or repo_root()) / "dvc.lock"
+    if not lock_file.exists():
+        return {}
+    lock = yaml.safe_load(lock_file.read_text(encoding="utf-8")) or {}
+    recorded: dict[str, str] = {}
+    for stage in (lock.get("stages") or {}).values():
+        for section in ("deps", "outs"):  # outs win: they are written after deps
+            for entry in stage.get(section) or []:
+                digest = entry.get("md5") or entry.get("hash") or entry.get("etag")
+                if digest:
+                    recorded[entry["path"]] = str(digest)
+    return {path: recorded[path] for path in paths if path in recorded}
+
+
+def lineage_tags(inputs: Iterable[str], root: Path | None = None) -> dict[str, str]:
+    tags = {"git_commit": git_commit(root)}
+    for path, digest in dvc_lock_hashes(inputs, root).items():
+        tags[f"dvc.lock:{path}"] = digest
+    return tags
+
+
+@contextlib.contextmanager
+def start_run(
+    experiment: str,
+    params: MlflowParams,
+    *,
+    run_name: str | None = None,
+    inputs: Iterable[str] = (),
+    tags: Mapping[str, str] | None = None,
+    root: Path | None = None,
+) -> Iterator[Any]:
+    """An MLflow run tagged with the git commit and the dvc.lock hashes of its inputs."""
+    import mlflow
+
+    experiment_id = ensure_experiment(experiment, params, root)
+    all_tags = {**lineage_tags(list(inputs), root), **(tags or {})}
+    with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=all_tags) as run:
+        yield run
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What a registry user needs to trust a model: what, trained on what, how good, limits."""
+
+    name: str
+    summary: str
+    training_data: str
+    intended_use: str
+    limitations: str
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    lineage: Mapping[str, str] = field(default_factory=dict)
+
+    def to_markdown(self) -> str:
+        lines = [f"# {self.name}", "", self.summary, "", "## Training data", "", self.training_data]
+        lines += ["", "## Intended use", "", self.intended_use, "", "## Limitations", ""]
+        lines += [self.limitations]
+        if self.metrics:
+            lines += ["", "## Metrics", "", "| metric | value |", "|---|---|"]
+            lines += [f"| {key} | {value:.4g} |" for key, value in sorted(self.metrics.items())]
+        if self.lineage:
+            lines += ["", "## Lineage", "", "| what | value |", "|---|---|"]
+            lines += [f"| {key} | `{value}` |" for key, value in sorted(self.lineage.items())]
+        return "\n".join(lines) + "\n"
+
+
+def log_torch_model(model: Any, name: str, card: ModelCard, **kwargs: Any) -> Any:
+    """Log a torch model in the active run with its card beside it; returns MLflow's ModelInfo."""
+    import mlflow
+
+    info = mlflow.pytorch.log_model(model, name=name, **kwargs)
+    mlflow.log_text(card.to_markdown(), f"{name}/{MODEL_CARD_FILE}")
+    return info
+
+
+def register_model(model_uri: str, name: str, card: ModelCard, alias: str) -> str:
+    """Register `model_uri` as a new version of `name`, card as descriptions, alias on it."""
+    import mlflow
+    from mlflow import MlflowClient
+
+    version = mlflow.register_model(model_uri, name)
+    client = MlflowClient()
+    markdown = card.to_markdown()
+    client.update_registered_model(name, description=markdown)
+    client.update_model_version(name, version.version, description=markdown)
+    client.set_registered_model_alias(name, alias, version.version)
+    for key, value in card.lineage.items():
+        client.set_model_version_tag(name, version.version, key, value)
+    return str(version.version)
+
+
+def load_torch_model(name: str, alias: str) -> Any:
+    import mlflow
+
+    return mlflow.pytorch.load_model(f"models:/{name}@{alias}")

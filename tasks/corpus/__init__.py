@@ -1,0 +1,1 @@
+"""mmBERT's phased multilingual corpus."""
