@@ -43,7 +43,9 @@ class StageInfo:
 def _repo(root: Path | None = None) -> Iterator[object]:
     from dvc.repo import Repo
 
-    with Repo(str(root or repo_root())) as repo:
+    root = (root or repo_root()).resolve()
+    # DVC resolves outputs against the working directory, so work from the repo root.
+    with contextlib.chdir(root), Repo(str(root)) as repo:
         yield repo
 
 
@@ -65,8 +67,8 @@ def _info(stage: object, root: Path) -> StageInfo:
 
     metrics = [out for out in stage.outs if out.metric]  # type: ignore[attr-defined]
     return StageInfo(
-        name=paperline_name(stage.addressing),  # type: ignore[attr-defined]
-        dvc_name=stage.addressing,  # type: ignore[attr-defined]
+        name=paperline_name(stage.name),  # type: ignore[attr-defined]
+        dvc_name=stage.name,  # type: ignore[attr-defined]
         deps=rel(stage.deps),  # type: ignore[attr-defined]
         outs=rel(stage.outs),  # type: ignore[attr-defined]
         metrics=rel(metrics),
@@ -121,7 +123,18 @@ def stale_stages(root: Path | None = None) -> dict[str, list[str]]:
                 reasons.append(change)
             else:
                 for kind, items in change.items():
-                    for path, what in (items.items() if isinstance(items, dict) else []):
-                        reasons.append(f"{kind[8:] if kind.startswith('changed ') else kind}: {path} {what}")
+                    reasons += _describe_change(kind.removeprefix("changed "), items)
         stale[paperline_name(target.split(":")[-1])] = reasons
     return stale
+
+
+def _describe_change(label: str, items: object) -> list[str]:
+    if not isinstance(items, dict):
+        return [f"{label}: {items}"]
+    reasons = []
+    for path, what in items.items():
+        if isinstance(what, dict):  # params: {section: state}
+            reasons += [f"{label}: {path}:{key} {state}" for key, state in what.items()]
+        else:
+            reasons.append(f"{label}: {path} {what}")
+    return reasons

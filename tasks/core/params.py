@@ -153,11 +153,12 @@ def _expected(model: type[BaseModel], loc: list[str]) -> str | None:
     if field is None:
         return None
     text = _type_words(field.annotation)
+    nullable = type(None) in typing.get_args(field.annotation)
     for meta in field.metadata:
         for attr, symbol in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<")):
             if (bound := getattr(meta, attr, None)) is not None:
                 text += f" {symbol} {bound}"
-    return text
+    return text + (" or null" if nullable else "")
 
 
 _WORDS = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -169,9 +170,7 @@ def _type_words(annotation: Any) -> str:
     if origin is Literal:
         return "one of " + ", ".join(json.dumps(a) for a in args)
     if origin in (typing.Union, types.UnionType):
-        words = [_type_words(a) for a in args if a is not type(None)]
-        tail = " or null" if type(None) in args else ""
-        return " or ".join(words) + tail
+        return " or ".join(_type_words(a) for a in args if a is not type(None))
     if origin in (list, tuple):
         return "a list"
     if origin is dict:

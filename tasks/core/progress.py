@@ -26,6 +26,8 @@ def configure_logging(level: str | None = None) -> None:
         handler._paperline = True  # type: ignore[attr-defined]
         root.addHandler(handler)
     root.setLevel(level.upper())
+    for chatty in ("httpx", "httpcore", "urllib3", "filelock", "asyncio"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def get_logger(name: str) -> logging.Logger:

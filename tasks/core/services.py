@@ -97,7 +97,7 @@ def service_spec(name: str, runtime: RuntimeParams, root: Path | None = None) ->
         command += ["--artifacts-destination", artifacts.as_uri(), "--workers", "1", *bind]
         health, env = "/health", {}
     else:
-        command = [_tool("prefect"), "server", "start", "--no-analytics", *bind]
+        command = [_tool("prefect"), "server", "start", "--analytics-off", *bind]
         health = "/api/health"
         env = {"PREFECT_HOME": str(state_dir(root) / "prefect")}
     return ServiceSpec(name, conf.host, conf.port, health, command, conf.start_timeout_seconds, env)
@@ -235,5 +235,6 @@ def running(name: str, runtime: RuntimeParams, root: Path | None = None) -> Iter
 
 
 def _last_line(path: Path) -> str:
-    lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1].strip() if lines else "(empty)"
+    lines = path.read_text(errors="replace").splitlines()
+    meaningful = [line.strip(" │╭╮╰╯─") for line in lines if any(c.isalnum() for c in line)]
+    return meaningful[-1].strip() if meaningful else "(empty)"

@@ -1,0 +1,110 @@
+"""DVC runs the stages; Prefect runs the same DVC stages and must land on the same dvc.lock."""
+
+import json
+import os
+import subprocess
+import textwrap
+
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.core.dvc_stages import area_stages, pipeline_stages, stale_stages
+from tests.conftest import BIN, copy_repo, run_cli
+
+pytestmark = pytest.mark.integration
+
+DOCS = "data/interim/corpus/docs.parquet"
+METRICS = "data/interim/corpus/ingest_metrics.json"
+
+
+def dvc(*args, cwd):
+    return subprocess.run([str(BIN / "dvc"), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_dvc_repro_ingests_udhr_then_does_nothing(repo_copy):
+    first = dvc("repro", cwd=repo_copy)
+    assert first.returncode == 0, first.stderr
+    assert "Running stage 'corpus-ingest'" in first.stdout
+    docs = pq.read_table(repo_copy / DOCS)
+    metrics = json.loads((repo_copy / METRICS).read_text())
+    assert metrics["documents"] == docs.num_rows > 10_000
+    assert metrics["languages"] >= 330 and metrics["bcp47_tags"] >= 340
+    assert len(set(docs.column("lang").to_pylist())) == metrics["languages"] + 1  # + und
+    lock = (repo_copy / "dvc.lock").read_text()
+    stamp = os.stat(repo_copy / DOCS).st_mtime_ns
+
+    second = dvc("repro", cwd=repo_copy)
+    assert second.returncode == 0, second.stderr
+    assert "didn't change, skipping" in second.stdout
+    assert "Running stage" not in second.stdout
+    assert os.stat(repo_copy / DOCS).st_mtime_ns == stamp
+    assert (repo_copy / "dvc.lock").read_text() == lock
+    assert stale_stages(repo_copy) == {}
+
+
+def test_params_change_makes_stage_stale(repo_copy):
+    assert dvc("repro", cwd=repo_copy).returncode == 0
+    params = repo_copy / "params.yaml"
+    params.write_text(params.read_text().replace("min_chars: 1", "min_chars: 50"))
+    assert stale_stages(repo_copy) == {
+        "corpus.ingest": ["deps: params.yaml:corpus.ingest modified"]
+    }
+
+
+def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, prefect_harness):
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    by_dvc = copy_repo(tmp_path / "by_dvc")
+    assert dvc("repro", cwd=by_dvc).returncode == 0
+    by_flow = copy_repo(tmp_path / "by_flow")
+    result = run_cli("flow", "pipeline", cwd=by_flow, env={"PREFECT_API_URL": PREFECT_API_URL.value()})
+    assert result.returncode == 0, result.stderr[-2000:]
+
+    assert (by_flow / "dvc.lock").read_text() == (by_dvc / "dvc.lock").read_text()
+    for output in (DOCS, METRICS):
+        assert (by_flow / output).read_bytes() == (by_dvc / output).read_bytes()
+
+    with get_client(sync_client=True) as client:
+        artifacts = {a.key: a for a in client.read_artifacts()}
+    assert "| documents |" in artifacts["corpus-ingest"].data
+    assert artifacts["corpus-ingest"].data.startswith("# corpus.ingest\n\nRan.")
+
+
+def test_area_flow_runs_in_process(repo_copy, prefect_harness):
+    from flows.corpus import corpus
+
+    assert corpus(root=str(repo_copy)) == {"corpus.ingest": True}
+    assert corpus(root=str(repo_copy)) == {"corpus.ingest": False}
+
+
+def test_stage_order_and_area_selection_follow_the_dag(tmp_path):
+    folder = tmp_path / "dag"
+    folder.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
+    assert dvc("init", "-q", cwd=folder).returncode == 0
+    (folder / "dvc.yaml").write_text(textwrap.dedent("""
+        stages:
+          b-three:
+            cmd: cp y z
+            deps: [y]
+            outs: [z]
+          a-one:
+            cmd: echo 1 > x
+            outs: [x]
+          b-two:
+            cmd: cp x y
+            deps: [x]
+            outs: [y]
+          c-four:
+            cmd: echo 4 > w
+            outs: [w]
+    """))
+    order = [s.name for s in pipeline_stages(folder)]
+    assert sorted(order) == ["a.one", "b.three", "b.two", "c.four"]
+    assert order.index("a.one") < order.index("b.two") < order.index("b.three")
+    assert [s.name for s in area_stages("b", folder)] == [
+        n for n in order if n in {"a.one", "b.two", "b.three"}
+    ]
+    assert [s.name for s in area_stages("c", folder)] == ["c.four"]

@@ -1,0 +1,75 @@
+"""MLflow helpers against a real SQLite store and model registry in a temporary folder."""
+
+import pytest
+import torch
+import yaml
+
+from tasks.core import tracking
+from tasks.core.params import MlflowParams
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def store(tmp_path):
+    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({
+        "schema": "2.0",
+        "stages": {"corpus-ingest": {
+            "cmd": "paperline stage corpus.ingest",
+            "deps": [{"path": "data/seed/udhr", "md5": "aaa.dir"}],
+            "outs": [{"path": "data/interim/corpus/docs.parquet", "md5": "bbb"}],
+        }},
+    }))
+    return MlflowParams(tracking_uri="sqlite:///mlruns/mlflow.db", artifact_root="mlruns/artifacts")
+
+
+def test_register_tiny_model_and_load_it_back_by_alias(tmp_path, store):
+    import mlflow
+    from mlflow import MlflowClient
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh())
+    card = tracking.ModelCard(
+        name="paperline-tiny",
+        summary="A 4→3 layer used to test the registry helpers.",
+        training_data="none",
+        intended_use="tests only",
+        limitations="untrained",
+        metrics={"loss": 0.25},
+    )
+    docs = "data/interim/corpus/docs.parquet"
+    with tracking.start_run("tests", store, run_name="tiny", inputs=[docs], root=tmp_path) as run:
+        mlflow.log_metric("loss", 0.25)
+        info = tracking.log_torch_model(
+            model, "model", card, input_example=torch.zeros(2, 4), pip_requirements=["torch"]
+        )
+    version = tracking.register_model(info.model_uri, "paperline-tiny", card, alias="candidate")
+
+    assert (tmp_path / "mlruns" / "mlflow.db").exists()
+    assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
+    client = MlflowClient()
+    tags = client.get_run(run.info.run_id).data.tags
+    assert tags[f"dvc.lock:{docs}"] == "bbb"
+    assert tags["git_commit"]
+    assert str(client.get_model_version_by_alias("paperline-tiny", "candidate").version) == version
+    registered = client.get_registered_model("paperline-tiny")
+    assert registered.description.startswith("# paperline-tiny")
+    assert "| loss | 0.25 |" in registered.description
+    artifacts_dir = tmp_path / "mlruns" / "artifacts"
+    assert any(artifacts_dir.rglob(tracking.MODEL_CARD_FILE))
+
+    loaded = tracking.load_torch_model("paperline-tiny", "candidate")
+    probe = torch.randn(5, 4)
+    assert torch.equal(loaded(probe), model(probe))
+
+
+def test_env_overrides_tracking_uri(monkeypatch, tmp_path):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5999")
+    assert tracking.tracking_uri(MlflowParams(), tmp_path) == "http://127.0.0.1:5999"
+    assert tracking.artifact_location(MlflowParams(), tmp_path) is None
+
+
+def test_lineage_ignores_paths_dvc_lock_does_not_know(tmp_path, store):
+    assert tracking.dvc_lock_hashes(["data/seed/udhr", "nope"], tmp_path) == {
+        "data/seed/udhr": "aaa.dir"
+    }
