@@ -14,7 +14,9 @@ def load_flow(name: str) -> Flow:
         module = importlib.import_module(f"flows.{name}")
     except ModuleNotFoundError as exc:
         if exc.name == f"flows.{name}":
-            raise UserError(f"flow '{name}': no flows/{name}.py; try `pipeline` or an area name") from None
+            raise UserError(
+                f"flow '{name}': no flows/{name}.py; try `pipeline` or an area name"
+            ) from None
         raise
     found = getattr(module, name, None)
     if not isinstance(found, Flow):

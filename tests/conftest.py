@@ -24,11 +24,17 @@ os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
 def copy_repo(target: Path) -> Path:
-    """The repository's files as git sees them (tracked + untracked, not ignored), in a new git repo."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=REPO, capture_output=True, check=True,
-    ).stdout.decode().split("\0")
+    """The repo's files as git sees them (tracked + untracked, not ignored), in a new git repo."""
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=REPO,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = REPO / name
         if source.is_file():
@@ -43,10 +49,16 @@ def repo_copy(tmp_path: Path) -> Path:
     return copy_repo(tmp_path / "repo")
 
 
-def run_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(BIN / "paperline"), *args], cwd=cwd, capture_output=True, text=True,
-        env={**os.environ, **(env or {})}, timeout=300,
+        [str(BIN / "paperline"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=300,
     )
 
 

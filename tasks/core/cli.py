@@ -66,7 +66,9 @@ def flow(
 
     if name == "serve":
         if not target:
-            raise UserError("flow serve: name the flow to serve, e.g. `paperline flow serve pipeline`")
+            raise UserError(
+                "flow serve: name the flow to serve, e.g. `paperline flow serve pipeline`"
+            )
         load_flow(target).serve(name=f"{target}-served", cron=cron)
         return
     if target or cron:

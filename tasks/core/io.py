@@ -110,11 +110,9 @@ def read_json(path: Path | str) -> Any:
 
 def read_jsonl(path: Path | str) -> Iterator[dict[str, Any]]:
     path = Path(path)
-    try:
-        handle = open(path, encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing") from None
-    with handle:
+    if not path.exists():
+        raise InputError(f"{path}: missing")
+    with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

@@ -89,7 +89,9 @@ def load_params(path: Path | None = None) -> Params:
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ParamsError(f"{path}: not found; run from the repository or set PAPERLINE_ROOT") from None
+        raise ParamsError(
+            f"{path}: not found; run from the repository or set PAPERLINE_ROOT"
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""

@@ -119,9 +119,9 @@ def _recorded_process(name: str, root: Path) -> psutil.Process | None:
     try:
         record = json.loads(path.read_text())
         process = psutil.Process(record["pid"])
-        if abs(process.create_time() - record["created"]) < 1 and process.is_running():
-            if process.status() != psutil.STATUS_ZOMBIE:
-                return process
+        same = abs(process.create_time() - record["created"]) < 1
+        if same and process.is_running() and process.status() != psutil.STATUS_ZOMBIE:
+            return process
     except (FileNotFoundError, json.JSONDecodeError, KeyError, psutil.Error):
         pass
     path.unlink(missing_ok=True)
@@ -189,14 +189,18 @@ def up(name: str, runtime: RuntimeParams, root: Path | None = None) -> ServiceSt
     while time.monotonic() < deadline:
         if process.poll() is not None:
             _pid_file(name, root).unlink(missing_ok=True)
-            raise ServiceError(f"{name}: exited with code {process.returncode} while starting; "
-                               f"last log line: {_last_line(log_path)} (full log: {log_path})")
+            raise ServiceError(
+                f"{name}: exited with code {process.returncode} while starting; "
+                f"last log line: {_last_line(log_path)} (full log: {log_path})"
+            )
         if _healthy(spec):
             return ServiceState(name, "running", spec.url, process.pid)
         time.sleep(0.3)
     down(name, runtime, root)
-    raise ServiceError(f"{name}: no answer at {spec.url} after {spec.start_timeout:.0f} s; "
-                       f"see {log_path} or raise {spec.params_key}.start_timeout_seconds")
+    raise ServiceError(
+        f"{name}: no answer at {spec.url} after {spec.start_timeout:.0f} s; "
+        f"see {log_path} or raise {spec.params_key}.start_timeout_seconds"
+    )
 
 
 def down(name: str, runtime: RuntimeParams, root: Path | None = None) -> bool:

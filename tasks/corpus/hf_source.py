@@ -23,6 +23,11 @@ def _lang_script_from_config(config: str | None) -> tuple[str, str]:
     return (lang or "und"), (script or "Zyyy")
 
 
+def _field(row: dict[str, Any], name: str | None, default: str) -> str:
+    value = row.get(name) if name else None
+    return default if value in (None, "") else str(value)
+
+
 def stream_documents(params: HuggingFaceSourceParams) -> Iterator[dict[str, Any]]:
     """Up to `max_docs_per_config` documents from each configured config, as corpus records."""
     import datasets
@@ -50,15 +55,11 @@ def stream_documents(params: HuggingFaceSourceParams) -> Iterator[dict[str, Any]
                     f"{label}: row {number}: no field {params.text_field!r}; set "
                     f"corpus.ingest.huggingface.text_field (fields: {', '.join(row)})"
                 )
-            lang = str(row.get(params.lang_field) or default_lang) if params.lang_field else default_lang
-            script = (
-                str(row.get(params.script_field) or default_script)
-                if params.script_field
-                else default_script
-            )
-            doc_id = row.get(params.id_field) if params.id_field else None
+            lang = _field(row, params.lang_field, default_lang)
+            script = _field(row, params.script_field, default_script)
+            doc_id = _field(row, params.id_field, str(number))
             yield document(
-                doc_id=f"{params.path}/{config or 'default'}/{doc_id if doc_id is not None else number}",
+                doc_id=f"{params.path}/{config or 'default'}/{doc_id}",
                 text=str(row[params.text_field]),
                 lang=lang,
                 script=script,

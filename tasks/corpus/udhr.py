@@ -37,7 +37,9 @@ def _parse(path: Path) -> ET.Element:
     try:
         return ET.parse(path).getroot()
     except ET.ParseError as exc:
-        raise InputError(f"{path}: invalid XML ({exc}); restore it from the UDHR collection") from None
+        raise InputError(
+            f"{path}: invalid XML ({exc}); restore it from the UDHR collection"
+        ) from None
 
 
 def read_index(folder: Path) -> dict[str, Translation]:
@@ -63,7 +65,9 @@ def read_index(folder: Path) -> dict[str, Translation]:
 
 
 def _paragraphs(section: ET.Element) -> str:
-    paras = (" ".join("".join(p.itertext()).split()) for p in section.iter() if _local(p.tag) == "para")
+    paras = (
+        " ".join("".join(p.itertext()).split()) for p in section.iter() if _local(p.tag) == "para"
+    )
     return "\n".join(p for p in paras if p)
 
 
@@ -96,7 +100,10 @@ def read_udhr(folder: Path) -> Iterator[dict[str, Any]]:
         raise InputError(f"{folder}: no udhr_*.xml files; copy the UDHR collection there")
     unindexed = [f.name for f in files if f.stem.removeprefix("udhr_") not in index]
     if unindexed:
-        log.warning("%d files not in index.xml, using their own attributes: %s",
-                    len(unindexed), ", ".join(unindexed[:5]))
+        log.warning(
+            "%d files not in index.xml, using their own attributes: %s",
+            len(unindexed),
+            ", ".join(unindexed[:5]),
+        )
     for path in track(files, "udhr: translations", unit="files", logger=log):
         yield from read_translation(path, index.get(path.stem.removeprefix("udhr_")))

@@ -18,8 +18,9 @@ METRICS = "data/interim/corpus/ingest_metrics.json"
 
 
 def dvc(*args, cwd):
-    return subprocess.run([str(BIN / "dvc"), *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [str(BIN / "dvc"), *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_dvc_repro_ingests_udhr_then_does_nothing(repo_copy):
@@ -59,7 +60,9 @@ def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, prefect_h
     by_dvc = copy_repo(tmp_path / "by_dvc")
     assert dvc("repro", cwd=by_dvc).returncode == 0
     by_flow = copy_repo(tmp_path / "by_flow")
-    result = run_cli("flow", "pipeline", cwd=by_flow, env={"PREFECT_API_URL": PREFECT_API_URL.value()})
+    result = run_cli(
+        "flow", "pipeline", cwd=by_flow, env={"PREFECT_API_URL": PREFECT_API_URL.value()}
+    )
     assert result.returncode == 0, result.stderr[-2000:]
 
     assert (by_flow / "dvc.lock").read_text() == (by_dvc / "dvc.lock").read_text()
@@ -84,7 +87,8 @@ def test_stage_order_and_area_selection_follow_the_dag(tmp_path):
     folder.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
     assert dvc("init", "-q", cwd=folder).returncode == 0
-    (folder / "dvc.yaml").write_text(textwrap.dedent("""
+    (folder / "dvc.yaml").write_text(
+        textwrap.dedent("""
         stages:
           b-three:
             cmd: cp y z
@@ -100,7 +104,8 @@ def test_stage_order_and_area_selection_follow_the_dag(tmp_path):
           c-four:
             cmd: echo 4 > w
             outs: [w]
-    """))
+    """)
+    )
     order = [s.name for s in pipeline_stages(folder)]
     assert sorted(order) == ["a.one", "b.three", "b.two", "c.four"]
     assert order.index("a.one") < order.index("b.two") < order.index("b.three")

@@ -12,14 +12,20 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def store(tmp_path):
-    (tmp_path / "dvc.lock").write_text(yaml.safe_dump({
-        "schema": "2.0",
-        "stages": {"corpus-ingest": {
-            "cmd": "paperline stage corpus.ingest",
-            "deps": [{"path": "data/seed/udhr", "md5": "aaa.dir"}],
-            "outs": [{"path": "data/interim/corpus/docs.parquet", "md5": "bbb"}],
-        }},
-    }))
+    (tmp_path / "dvc.lock").write_text(
+        yaml.safe_dump(
+            {
+                "schema": "2.0",
+                "stages": {
+                    "corpus-ingest": {
+                        "cmd": "paperline stage corpus.ingest",
+                        "deps": [{"path": "data/seed/udhr", "md5": "aaa.dir"}],
+                        "outs": [{"path": "data/interim/corpus/docs.parquet", "md5": "bbb"}],
+                    }
+                },
+            }
+        )
+    )
     return MlflowParams(tracking_uri="sqlite:///mlruns/mlflow.db", artifact_root="mlruns/artifacts")
 
 

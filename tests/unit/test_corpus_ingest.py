@@ -85,7 +85,13 @@ def test_huggingface_adapter_names_a_missing_text_field(tmp_path):
     pq.write_table(pa.table({"body": ["x"]}), tmp_path / "p.parquet")
     params = _ingest_params(
         source="huggingface",
-        huggingface={"path": "parquet", "configs": [None], "data_files": str(tmp_path / "p.parquet")},
+        huggingface={
+            "path": "parquet",
+            "configs": [None],
+            "data_files": str(tmp_path / "p.parquet"),
+        },
     )
-    with pytest.raises(InputError, match=r"no field 'text'; set corpus.ingest.huggingface.text_field"):
+    with pytest.raises(
+        InputError, match=r"no field 'text'; set corpus.ingest.huggingface.text_field"
+    ):
         ingest.run(params, {"udhr": tmp_path})
