@@ -10,16 +10,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from tasks.core.errors import ParamsError
 from tasks.core.paths import repo_root
-
-
-class StrictModel(BaseModel):
-    """Base for every params section: unknown keys and wrong types are rejected."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+from tasks.core.strict_model import StrictModel
+from tasks.corpus.params import CorpusParams
 
 
 class RayParams(StrictModel):
@@ -69,18 +65,11 @@ class RuntimeParams(StrictModel):
     services: ServicesParams = ServicesParams()
 
 
-def _root_model() -> type[StrictModel]:
-    # Area packages own their sections; importing them here keeps one root schema.
-    from tasks.corpus.params import CorpusParams
+class Params(StrictModel):
+    """The whole params.yaml: `runtime` plus one section per area (each area owns its model)."""
 
-    class Params(StrictModel):
-        runtime: RuntimeParams = RuntimeParams()
-        corpus: CorpusParams
-
-    return Params
-
-
-Params = _root_model()
+    runtime: RuntimeParams = RuntimeParams()
+    corpus: CorpusParams
 
 
 def load_params(path: Path | None = None) -> Params:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tasks.core.dvc_stages import paperline_name
 from tasks.core.errors import InputError, UserError
 from tasks.core.io import commit_outputs
 from tasks.core.params import Params, load_params
@@ -41,8 +42,6 @@ class Stage:
 
 def find_stage(name: str) -> Stage:
     """`corpus.ingest` (or DVC's `corpus-ingest`) → the STAGE in tasks/corpus/ingest.py."""
-    from tasks.core.dvc_stages import paperline_name
-
     dotted = paperline_name(name)
     area, _, stage = dotted.partition(".")
     if not area.isidentifier() or not stage.isidentifier():

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from tasks.core.params import StrictModel
+from tasks.core.strict_model import StrictModel
 
 
 class HuggingFaceSourceParams(StrictModel):

@@ -55,26 +55,24 @@ def test_broken_translation_file_is_named(tiny_udhr):
         ingest.run(_ingest_params(), {"udhr": tiny_udhr})
 
 
+def _from_local_parquet(folder, columns, **huggingface):
+    """Ingest params streaming a Parquet file through `datasets` (the hub is never asked)."""
+    pq.write_table(pa.table(columns), folder / "part-0.parquet")
+    source = {"path": "parquet", "configs": [None], "data_files": str(folder / "part-0.parquet")}
+    return _ingest_params(source="huggingface", huggingface={**source, **huggingface})
+
+
 def test_huggingface_adapter_streams_local_parquet_through_datasets(tmp_path):
     rows = {
-        "text": ["Bonjour le monde", "Salut", "Dritte Zeile"],
-        "id": ["a", "b", "c"],
-        "language": ["fra", "fra", None],
-        "language_script": ["Latn", "Latn", None],
+        "text": ["Bonjour le monde", "Salut", "Dritte Zeile", "beyond the limit"],
+        "id": ["a", "b", "c", "d"],
+        "language": ["fra", "fra", None, "eng"],
+        "language_script": ["Latn", "Latn", None, "Latn"],
     }
-    pq.write_table(pa.table(rows), tmp_path / "part-0.parquet")
-    params = _ingest_params(
-        source="huggingface",
-        huggingface={
-            "path": "parquet",
-            "configs": [None],
-            "data_files": str(tmp_path / "part-0.parquet"),
-            "max_docs_per_config": 3,
-        },
-    )
+    params = _from_local_parquet(tmp_path, rows, max_docs_per_config=3)
     out = ingest.run(params, {"udhr": tmp_path})
     docs = out["docs"].to_pylist()
-    assert [d["text"] for d in docs] == rows["text"]
+    assert [d["text"] for d in docs] == rows["text"][:3]
     assert docs[0]["lang"] == "fra" and docs[0]["bcp47"] == "fra-Latn"
     assert docs[2]["lang"] == "und"  # missing field falls back to the config name
     assert docs[0]["id"] == "parquet/default/a"
@@ -82,15 +80,7 @@ def test_huggingface_adapter_streams_local_parquet_through_datasets(tmp_path):
 
 
 def test_huggingface_adapter_names_a_missing_text_field(tmp_path):
-    pq.write_table(pa.table({"body": ["x"]}), tmp_path / "p.parquet")
-    params = _ingest_params(
-        source="huggingface",
-        huggingface={
-            "path": "parquet",
-            "configs": [None],
-            "data_files": str(tmp_path / "p.parquet"),
-        },
-    )
+    params = _from_local_parquet(tmp_path, {"body": ["x"]})
     with pytest.raises(
         InputError, match=r"no field 'text'; set corpus.ingest.huggingface.text_field"
     ):

@@ -1,0 +1,55 @@
+"""`paperline flow serve NAME --cron …` registers a scheduled deployment and runs it."""
+
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import BIN
+
+pytestmark = pytest.mark.integration
+
+
+def test_served_flow_has_its_schedule_and_runs(repo_copy, prefect_harness):
+    import os
+
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL
+
+    env = {
+        **os.environ,
+        "PREFECT_API_URL": PREFECT_API_URL.value(),
+        "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+    }
+    server = subprocess.Popen(
+        [str(BIN / "paperline"), "flow", "serve", "corpus", "--cron", "0 4 * * *"],
+        cwd=repo_copy,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        with get_client(sync_client=True) as client:
+            deployment = None
+            deadline = time.monotonic() + 120
+            while deployment is None and time.monotonic() < deadline:
+                assert server.poll() is None, server.stderr.read()
+                try:
+                    deployment = client.read_deployment_by_name("corpus/corpus-served")
+                except Exception:  # not registered yet
+                    time.sleep(1)
+            assert deployment is not None, "the served deployment never appeared"
+            assert [s.schedule.cron for s in deployment.schedules] == ["0 4 * * *"]
+
+            run = client.create_flow_run_from_deployment(deployment.id)
+            while time.monotonic() < deadline + 120:
+                state = client.read_flow_run(run.id).state
+                if state is not None and state.is_final():
+                    break
+                time.sleep(1)
+            assert state.is_completed(), state
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert (repo_copy / "data" / "interim" / "corpus" / "docs.parquet").exists()
