@@ -113,6 +113,8 @@ def describe_error(error: dict[str, Any], model: type[BaseModel]) -> str:
         return f"{key_path}: unknown key; {hint}"
     if kind == "missing":
         return f"{key_path}: required key is missing"
+    if kind == "value_error":  # a model's own cross-field check
+        return f"{key_path}: {error['msg'].removeprefix('Value error, ')}"
     expected = _expected(model, loc)
     if expected is None:
         return f"{key_path}: {error['msg']}"

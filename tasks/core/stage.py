@@ -19,6 +19,7 @@ from tasks.core.io import commit_outputs
 from tasks.core.params import Params, load_params
 from tasks.core.paths import repo_root
 from tasks.core.progress import get_logger
+from tasks.core.ray_runtime import init_ray
 
 log = get_logger("paperline.stage")
 
@@ -32,6 +33,7 @@ class Stage:
     params_key: str  # dotted path of this stage's section in params.yaml
     inputs: Mapping[str, str]  # role -> repo-relative path
     outputs: Mapping[str, str]  # role -> repo-relative path
+    uses_ray: bool = False  # the door connects Ray (local or $RAY_ADDRESS) before `run`
 
     def select_params(self, params: Params) -> Any:
         section: Any = params
@@ -62,11 +64,14 @@ def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
     """Validate params, check inputs, run the stage, commit its outputs; returns their paths."""
     root = root or repo_root()
     stage = find_stage(name)
-    params = stage.select_params(load_params(root / "params.yaml"))
+    all_params = load_params(root / "params.yaml")
+    params = stage.select_params(all_params)
     inputs = {role: root / path for role, path in stage.inputs.items()}
     for role, path in inputs.items():
         if not path.exists():
             raise InputError(f"{stage.name}: input '{role}' ({path}) is missing; run `dvc repro`")
+    if stage.uses_ray:
+        init_ray(all_params.runtime.ray)
     started = time.perf_counter()
     produced = stage.run(params, inputs)
     if set(produced) != set(stage.outputs):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks.core.strict_model import StrictModel
 
@@ -30,5 +30,64 @@ class IngestParams(StrictModel):
     huggingface: HuggingFaceSourceParams = HuggingFaceSourceParams()
 
 
+class LanguageIdParams(StrictModel):
+    """py3langid (bundled model, 97 languages) relabels only when at least `min_confidence`.
+
+    `off` trusts the declared labels (UDHR's are authoritative, and most of its languages are
+    outside the model's 97); `fill_undetermined` labels `und` documents; `override` also
+    replaces a declared language the model confidently disagrees with.
+    """
+
+    mode: Literal["off", "fill_undetermined", "override"] = "off"
+    min_confidence: float = Field(default=0.95, ge=0, le=1)
+
+
+class FilterParams(StrictModel):
+    max_chars: int = Field(default=1_000_000, ge=1)
+    min_script_fraction: float = Field(default=0.5, ge=0, le=1)
+    language_id: LanguageIdParams = LanguageIdParams()
+    min_words: int = Field(default=3, ge=0)
+    max_words: int = Field(default=100_000, ge=1)
+    min_mean_word_length: float = Field(default=1.0, ge=0)
+    max_mean_word_length: float = Field(default=20.0, gt=0)
+    max_symbol_word_ratio: float = Field(default=0.1, ge=0)
+    max_duplicate_line_fraction: float = Field(default=0.3, ge=0, le=1)
+    max_char_repetition: float = Field(default=0.2, ge=0, le=1)
+    char_repetition_ngram: int = Field(default=10, ge=2)
+    batch_size: int = Field(default=256, ge=1)
+    num_workers: int | None = Field(default=None, ge=1, description="Ray tasks; null = auto")
+
+
+class DedupParams(StrictModel):
+    """Exact (hash of the normalized text), then MinHash + LSH near-duplicates."""
+
+    num_perm: int = Field(default=128, ge=2)
+    shingle_size: int = Field(default=3, ge=1, description="words per shingle")
+    threshold: float = Field(default=0.8, gt=0, lt=1)
+    bands: int | None = Field(default=None, ge=1, description="with rows; null = optimal")
+    rows: int | None = Field(default=None, ge=1)
+    verify: bool = True  # keep only candidate pairs whose estimated Jaccard ≥ threshold
+    seed: int = 1
+    batch_size: int = Field(default=256, ge=1)
+    num_workers: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _bands_and_rows_together(self) -> DedupParams:
+        if (self.bands is None) != (self.rows is None):
+            raise ValueError("set both bands and rows, or neither")
+        if self.bands and self.bands * self.rows > self.num_perm:
+            raise ValueError("bands × rows exceeds num_perm")
+        return self
+
+    def banding(self) -> tuple[int, int]:
+        from tasks.corpus.minhash import optimal_bands
+
+        if self.bands and self.rows:
+            return self.bands, self.rows
+        return optimal_bands(self.threshold, self.num_perm)
+
+
 class CorpusParams(StrictModel):
     ingest: IngestParams = IngestParams()
+    filter: FilterParams = FilterParams()
+    dedup: DedupParams = DedupParams()

@@ -1,0 +1,166 @@
+"""corpus.filter: normalize, check language and script, drop low-quality documents (Ray Data).
+
+Every document either comes out in `filtered.parquet` (normalized text, word count, where
+its language label came from) or in `dropped.parquet` with the filter that dropped it. Bad
+records (undecodable text, unknown language codes, oversized documents) are dropped with a
+reason, never a crash.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tasks.core.io import read_parquet
+from tasks.core.progress import get_logger
+from tasks.core.stage import Stage
+from tasks.corpus import text_stats
+from tasks.corpus.documents import DOC_SCHEMA
+from tasks.corpus.language_id import UNDETERMINED, identify
+from tasks.corpus.params import FilterParams
+from tasks.corpus.quality import Doc, build_filters
+
+log = get_logger("paperline.corpus.filter")
+
+FILTERED_SCHEMA = DOC_SCHEMA.append(pa.field("n_words", pa.int64(), nullable=False)).append(
+    pa.field("lang_source", pa.string(), nullable=False)
+)
+VERDICT_SCHEMA = FILTERED_SCHEMA.append(pa.field("reason", pa.string())).append(
+    pa.field("detail", pa.string())
+)
+DROPPED_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),
+        ("lang", pa.string()),
+        ("script", pa.string()),
+        ("source", pa.string()),
+        ("n_chars", pa.int64()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("text_head", pa.string()),
+    ]
+)
+_HEAD = 200
+
+
+def _decode(text: Any) -> str | None:
+    """The text as valid Unicode, or None when it is not valid UTF-8."""
+    try:
+        if isinstance(text, bytes | bytearray | memoryview):
+            return bytes(text).decode("utf-8")
+        if text is None:
+            return ""
+        text.encode("utf-8")  # lone surrogates (from surrogateescape) cannot be encoded
+        return text
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        return None
+
+
+def _label_language(text: str, lang: str, params: FilterParams) -> tuple[str, str]:
+    mode = params.language_id.mode
+    if mode == "off" or (mode == "fill_undetermined" and lang != UNDETERMINED):
+        return lang, "declared"
+    guess, confidence = identify(text)
+    if confidence >= params.language_id.min_confidence and guess != lang:
+        return guess, "language_id"
+    return lang, "declared"
+
+
+def check_document(row: Mapping[str, Any], params: FilterParams) -> dict[str, Any]:
+    """One document's verdict: the kept record's fields plus `reason`/`detail` (None = kept)."""
+    verdict: dict[str, Any] = {
+        "id": row["id"], "lang": row["lang"] or UNDETERMINED, "script": row["script"] or "Zyyy",
+        "bcp47": row.get("bcp47") or row["lang"] or UNDETERMINED, "source": row["source"],
+        "n_chars": int(row.get("n_chars") or 0), "n_words": 0, "lang_source": "declared",
+        "reason": None, "detail": None, "text": "",
+    }  # fmt: skip
+    raw = row["text"]
+    if raw is not None and len(raw) > params.max_chars:
+        return {**verdict, "reason": "too_long", "detail": f"{len(raw)} > {params.max_chars}"}
+    text = _decode(raw)
+    if text is None:
+        return {**verdict, "reason": "invalid_utf8", "detail": "text is not valid UTF-8"}
+    text = text_stats.normalize(text)
+    verdict.update(text=text, n_chars=len(text))
+    if not text:
+        return {**verdict, "reason": "empty", "detail": "no text after normalization"}
+    lang, lang_source = _label_language(text, verdict["lang"], params)
+    words = text_stats.words(text, verdict["script"])
+    verdict.update(lang=lang, lang_source=lang_source, n_words=len(words))
+    doc = Doc(text=text, lang=lang, script=verdict["script"], words=words)
+    for check in build_filters(params):
+        if (detail := check.reject(doc)) is not None:
+            return {**verdict, "reason": check.name, "detail": detail}
+    return verdict
+
+
+def filter_batch(batch: pa.Table, params: FilterParams) -> pa.Table:
+    """Ray Data map_batches function: every row with its verdict columns."""
+    verdicts = [check_document(row, params) for row in batch.to_pylist()]
+    return pa.Table.from_pylist(verdicts, schema=VERDICT_SCHEMA)
+
+
+def _split(rows: list[dict[str, Any]]) -> tuple[pa.Table, pa.Table]:
+    kept = [r for r in rows if r["reason"] is None]
+    dropped = [{**r, "text_head": r["text"][:_HEAD]} for r in rows if r["reason"] is not None]
+    kept_table = pa.Table.from_pylist(kept, schema=FILTERED_SCHEMA).sort_by("id")
+    dropped_table = pa.Table.from_pylist(dropped, schema=DROPPED_SCHEMA).sort_by("id")
+    return kept_table, dropped_table
+
+
+def filter_documents(docs: pa.Table, params: FilterParams) -> tuple[pa.Table, pa.Table]:
+    """(kept, dropped) for a documents table, computed on Ray Data."""
+    import ray
+
+    if docs.num_rows == 0:
+        return _split([])
+    blocks = [docs.slice(i, params.batch_size) for i in range(0, docs.num_rows, params.batch_size)]
+    dataset = ray.data.from_arrow(blocks).map_batches(
+        filter_batch,
+        fn_kwargs={"params": params},
+        batch_format="pyarrow",
+        batch_size=params.batch_size,
+        concurrency=params.num_workers,
+    )
+    return _split(pa.concat_tables(ray.get(dataset.to_arrow_refs())).to_pylist())
+
+
+def filter_metrics(docs_in: int, kept: pa.Table, dropped: pa.Table) -> dict[str, Any]:
+    reasons = Counter(dropped.column("reason").to_pylist())
+    sources = Counter(kept.column("lang_source").to_pylist())
+    return {
+        "documents_in": docs_in,
+        "kept": kept.num_rows,
+        "dropped": dropped.num_rows,
+        "dropped_by_reason": dict(sorted(reasons.items())),
+        "language_labels": dict(sorted(sources.items())),
+        "languages_kept": len(set(kept.column("lang").to_pylist())),
+        "characters_kept": sum(kept.column("n_chars").to_pylist()),
+    }
+
+
+def run(params: FilterParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+    docs = read_parquet(inputs["docs"])
+    kept, dropped = filter_documents(docs, params)
+    metrics = filter_metrics(docs.num_rows, kept, dropped)
+    log.info("kept %d of %d documents; dropped %s", kept.num_rows, docs.num_rows,
+             metrics["dropped_by_reason"])  # fmt: skip
+    return {"filtered": kept, "dropped": dropped, "metrics": metrics}
+
+
+STAGE = Stage(
+    name="corpus.filter",
+    run=run,
+    params_key="corpus.filter",
+    inputs={"docs": "data/interim/corpus/docs.parquet"},
+    outputs={
+        "filtered": "data/interim/corpus/filtered.parquet",
+        "dropped": "data/interim/corpus/dropped.parquet",
+        "metrics": "data/interim/corpus/filter_metrics.json",
+    },
+    uses_ray=True,
+)
