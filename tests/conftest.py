@@ -23,8 +23,54 @@ os.environ.pop("RAY_ADDRESS", None)
 os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
-def copy_repo(target: Path) -> Path:
-    """The repo's files as git sees them (tracked + untracked, not ignored), in a new git repo."""
+# A small embedded default for pipeline tests: 24 translations over 10 scripts, small budgets.
+SMALL_UDHR = (
+    "arb", "ben", "bod", "cmn_hant", "deu_1996", "ell_polytonic", "eng", "fra", "heb", "hin",
+    "jpn", "kor", "por_BR", "por_PT", "rus", "spa", "srp_cyrl", "srp_latn", "swe", "tha",
+    "tur", "ukr", "vie", "zul",
+)  # fmt: skip
+SMALL_PARAMS = {
+    "corpus": {
+        "schedule": {"phases": [
+            {"name": "pretrain", "languages": 5, "temperature": 0.7, "token_budget": 20000,
+             "mask_ratio": 0.3, "sequence_length": 64, "reference_column": "pretrain"},
+            {"name": "mid", "languages": 12, "temperature": 0.5, "token_budget": 10000,
+             "mask_ratio": 0.15, "sequence_length": 128, "reference_column": "ext"},
+            {"name": "decay", "languages": "all", "temperature": 0.3, "token_budget": 5000,
+             "mask_ratio": 0.05, "sequence_length": 128, "reference_column": "decay-all"},
+        ]},
+        "tokenizer": {"vocab_size": 1000, "training_chars": 200000},
+        "pack": {"shard_sequences": 64},
+    },
+    "runtime": {"ray": {"num_cpus": 2}},
+}  # fmt: skip
+
+
+def merge(base: dict, overrides: dict) -> dict:
+    merged = dict(base)
+    for key, value in overrides.items():
+        merged[key] = merge(base[key], value) if isinstance(value, dict) else value
+    return merged
+
+
+def shrink_repo(root: Path) -> Path:
+    """Keep SMALL_UDHR translations only and scale params down (same code path, less data)."""
+    import yaml
+
+    keep = {f"udhr_{key}.xml" for key in SMALL_UDHR}
+    for path in (root / "data" / "seed" / "udhr").glob("udhr_*.xml"):
+        if path.name not in keep:
+            path.unlink()
+    params = root / "params.yaml"
+    params.write_text(yaml.safe_dump(merge(yaml.safe_load(params.read_text()), SMALL_PARAMS)))
+    return root
+
+
+def copy_repo(target: Path, small: bool = True) -> Path:
+    """The repo's files as git sees them (tracked + untracked, not ignored), in a new git repo.
+
+    `small` (the default) shrinks the embedded default so a full `dvc repro` takes seconds.
+    """
     listed = (
         subprocess.run(
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -41,7 +87,7 @@ def copy_repo(target: Path) -> Path:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
-    return target
+    return shrink_repo(target) if small else target
 
 
 @pytest.fixture

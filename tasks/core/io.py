@@ -122,9 +122,17 @@ def read_jsonl(path: Path | str) -> Iterator[dict[str, Any]]:
                 raise InputError(f"{path}: line {number}: invalid JSON ({exc.msg})") from None
 
 
+class Folder(dict):
+    """A directory output: file name → value, each written like any other output."""
+
+
 def write_output(temp: Path, value: Any) -> None:
     """Write one stage output to `temp` by the value's type (Table → Parquet, dict → JSON)."""
-    if isinstance(value, pa.Table):
+    if isinstance(value, Folder):
+        for name, item in value.items():
+            (temp / name).parent.mkdir(parents=True, exist_ok=True)
+            write_output(temp / name, item)
+    elif isinstance(value, pa.Table):
         pq.write_table(value, temp, compression="zstd")
     elif isinstance(value, (dict, list)):
         temp.write_text(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
@@ -146,11 +154,14 @@ def commit_outputs(outputs: Mapping[Path, Any]) -> None:
     try:
         for target, value in outputs.items():
             target = Path(target)
-            temp = _temp_sibling(target, directory=False)
+            directory = isinstance(value, Folder)
+            temp = _temp_sibling(target, directory=directory)
             staged.append((temp, target))
             write_output(temp, value)
-            with open(temp, "rb+") as handle:
-                os.fsync(handle.fileno())
+            for written in temp.rglob("*") if directory else [temp]:
+                if written.is_file():
+                    with open(written, "rb+") as handle:
+                        os.fsync(handle.fileno())
     except BaseException:
         for temp, _ in staged:
             _remove(temp)

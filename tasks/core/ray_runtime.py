@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from tasks.core.params import RayParams
@@ -29,3 +30,43 @@ def init_ray(params: RayParams) -> Any:
             **quiet,
         )
     return ray.get_runtime_context()
+
+
+def map_table(
+    table: Any,
+    fn: Callable[..., Any],
+    *,
+    batch_size: int,
+    num_workers: int | None = None,
+    **fn_kwargs: Any,
+) -> Any:
+    """Run `fn(batch: pa.Table, **fn_kwargs) -> pa.Table` over a table on Ray Data.
+
+    The table is cut into blocks of `batch_size` rows so the work spreads over the workers;
+    `num_workers` caps the Ray tasks in flight (None: as many as the CPUs allow). Returns the
+    materialized dataset; `collect` turns it back into one table.
+    """
+    import ray
+
+    if table.num_rows == 0:  # nothing to spread: run once for the output schema
+        return ray.data.from_arrow([fn(table, **fn_kwargs)]).materialize()
+    blocks = [table.slice(i, batch_size) for i in range(0, table.num_rows, batch_size)]
+    return (
+        ray.data.from_arrow(blocks)
+        .map_batches(
+            fn,
+            fn_kwargs=fn_kwargs,
+            batch_format="pyarrow",
+            batch_size=batch_size,
+            compute=ray.data.TaskPoolStrategy(size=num_workers),
+        )
+        .materialize()
+    )
+
+
+def collect(dataset: Any) -> Any:
+    """A Ray dataset as one pyarrow table (block order kept)."""
+    import pyarrow as pa
+    import ray
+
+    return pa.concat_tables(ray.get(dataset.to_arrow_refs()))

@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
+from tasks.core.ray_runtime import collect, map_table
 from tasks.core.stage import Stage
 from tasks.corpus import text_stats
 from tasks.corpus.documents import DOC_SCHEMA
@@ -114,19 +115,9 @@ def _split(rows: list[dict[str, Any]]) -> tuple[pa.Table, pa.Table]:
 
 def filter_documents(docs: pa.Table, params: FilterParams) -> tuple[pa.Table, pa.Table]:
     """(kept, dropped) for a documents table, computed on Ray Data."""
-    import ray
-
-    if docs.num_rows == 0:
-        return _split([])
-    blocks = [docs.slice(i, params.batch_size) for i in range(0, docs.num_rows, params.batch_size)]
-    dataset = ray.data.from_arrow(blocks).map_batches(
-        filter_batch,
-        fn_kwargs={"params": params},
-        batch_format="pyarrow",
-        batch_size=params.batch_size,
-        concurrency=params.num_workers,
-    )
-    return _split(pa.concat_tables(ray.get(dataset.to_arrow_refs())).to_pylist())
+    verdicts = map_table(docs, filter_batch, batch_size=params.batch_size,
+                         num_workers=params.num_workers, params=params)  # fmt: skip
+    return _split(collect(verdicts).to_pylist())
 
 
 def filter_metrics(docs_in: int, kept: pa.Table, dropped: pa.Table) -> dict[str, Any]:

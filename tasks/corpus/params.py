@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tasks.core.strict_model import StrictModel
 
@@ -87,7 +87,70 @@ class DedupParams(StrictModel):
         return optimal_bands(self.threshold, self.num_perm)
 
 
+class PhaseParams(StrictModel):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    languages: int | Literal["all"] = Field(description="top-N languages by count, or all")
+    temperature: float = Field(gt=0, le=1, description="p(l) ∝ n(l)^temperature")
+    token_budget: int = Field(ge=1)
+    mask_ratio: float = Field(gt=0, lt=1)
+    sequence_length: int = Field(ge=8)
+    reference_column: str = Field(description="language_counts.csv column for this phase")
+
+    @field_validator("languages")
+    @classmethod
+    def _positive(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 1:
+            raise ValueError("expected a positive number of languages or 'all'")
+        return value
+
+
+def _mmbert_phases() -> list[PhaseParams]:
+    """mmBERT's three phases, with language counts and budgets scaled to the embedded default."""
+    return [
+        PhaseParams(name="pretrain", languages=20, temperature=0.7, token_budget=400_000,
+                    mask_ratio=0.30, sequence_length=128, reference_column="pretrain"),
+        PhaseParams(name="mid", languages=60, temperature=0.5, token_budget=150_000,
+                    mask_ratio=0.15, sequence_length=256, reference_column="ext"),
+        PhaseParams(name="decay", languages="all", temperature=0.3, token_budget=50_000,
+                    mask_ratio=0.05, sequence_length=256, reference_column="decay-all"),
+    ]  # fmt: skip
+
+
+class ScheduleParams(StrictModel):
+    use_reference_counts: bool = False  # rank and weight by mmBERT's production token counts
+    phases: list[PhaseParams] = Field(default_factory=_mmbert_phases, min_length=1)
+
+    @model_validator(mode="after")
+    def _phases_grow(self) -> ScheduleParams:
+        names = [p.name for p in self.phases]
+        if len(set(names)) != len(names):
+            raise ValueError(f"phase names must be unique, got {names}")
+        sizes = [float("inf") if p.languages == "all" else p.languages for p in self.phases]
+        if sizes != sorted(sizes):
+            raise ValueError("each phase must have at least as many languages as the one before")
+        return self
+
+
+class TokenizerParams(StrictModel):
+    model: Literal["bpe", "unigram"] = "bpe"  # mmBERT uses Gemma 2's (SentencePiece BPE)
+    vocab_size: int = Field(default=8000, ge=100)
+    training_chars: int = Field(default=2_000_000, ge=1000, description="size of the mix")
+    mix_phase: str | None = Field(default=None, description="phase whose p(l) mixes; null=last")
+    fertility_docs_per_script: int = Field(default=200, ge=1)
+    seed: int = 0
+
+
+class PackParams(StrictModel):
+    shard_sequences: int = Field(default=1024, ge=1, description="sequences per Parquet shard")
+    batch_size: int = Field(default=256, ge=1)
+    num_workers: int | None = Field(default=None, ge=1)
+    seed: int = 0
+
+
 class CorpusParams(StrictModel):
     ingest: IngestParams = IngestParams()
     filter: FilterParams = FilterParams()
     dedup: DedupParams = DedupParams()
+    schedule: ScheduleParams = ScheduleParams()
+    tokenizer: TokenizerParams = TokenizerParams()
+    pack: PackParams = PackParams()

@@ -23,15 +23,22 @@ def dvc(*args, cwd):
     )
 
 
-def test_dvc_repro_ingests_udhr_then_does_nothing(repo_copy):
+def test_ingest_reads_every_shipped_translation(tmp_path):
+    full = copy_repo(tmp_path / "full", small=False)
+    result = dvc("repro", "corpus-ingest", cwd=full)
+    assert result.returncode == 0, result.stderr
+    docs = pq.read_table(full / DOCS)
+    metrics = json.loads((full / METRICS).read_text())
+    assert metrics["documents"] == docs.num_rows > 11_000
+    assert metrics["languages"] >= 330 and metrics["bcp47_tags"] >= 345
+    assert len(set(docs.column("lang").to_pylist())) == metrics["languages"] + 1  # + und
+
+
+def test_dvc_repro_runs_every_stage_then_does_nothing(repo_copy):
     first = dvc("repro", cwd=repo_copy)
     assert first.returncode == 0, first.stderr
-    assert "Running stage 'corpus-ingest'" in first.stdout
-    docs = pq.read_table(repo_copy / DOCS)
-    metrics = json.loads((repo_copy / METRICS).read_text())
-    assert metrics["documents"] == docs.num_rows > 10_000
-    assert metrics["languages"] >= 330 and metrics["bcp47_tags"] >= 340
-    assert len(set(docs.column("lang").to_pylist())) == metrics["languages"] + 1  # + und
+    for stage in pipeline_stages(repo_copy):
+        assert f"Running stage '{stage.dvc_name}'" in first.stdout
     lock = (repo_copy / "dvc.lock").read_text()
     stamp = os.stat(repo_copy / DOCS).st_mtime_ns
 
@@ -45,12 +52,10 @@ def test_dvc_repro_ingests_udhr_then_does_nothing(repo_copy):
 
 
 def test_params_change_makes_stage_stale(repo_copy):
-    assert dvc("repro", cwd=repo_copy).returncode == 0
+    assert dvc("repro", "corpus-ingest", cwd=repo_copy).returncode == 0
     params = repo_copy / "params.yaml"
     params.write_text(params.read_text().replace("min_chars: 1", "min_chars: 50"))
-    assert stale_stages(repo_copy) == {
-        "corpus.ingest": ["deps: params.yaml:corpus.ingest modified"]
-    }
+    assert stale_stages(repo_copy)["corpus.ingest"] == ["deps: params.yaml:corpus.ingest modified"]
 
 
 def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, prefect_harness):
@@ -66,8 +71,11 @@ def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, prefect_h
     assert result.returncode == 0, result.stderr[-2000:]
 
     assert (by_flow / "dvc.lock").read_text() == (by_dvc / "dvc.lock").read_text()
-    for output in (DOCS, METRICS):
-        assert (by_flow / output).read_bytes() == (by_dvc / output).read_bytes()
+    for stage in pipeline_stages(by_dvc):
+        for output in stage.outs:
+            for made in sorted((by_dvc / output).rglob("*")) or [by_dvc / output]:
+                twin = by_flow / made.relative_to(by_dvc)
+                assert made.is_dir() or made.read_bytes() == twin.read_bytes(), made
 
     with get_client(sync_client=True) as client:
         artifacts = {a.key: a for a in client.read_artifacts()}
@@ -78,8 +86,9 @@ def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, prefect_h
 def test_area_flow_runs_in_process(repo_copy, prefect_harness):
     from flows.corpus import corpus
 
-    assert corpus(root=str(repo_copy)) == {"corpus.ingest": True}
-    assert corpus(root=str(repo_copy)) == {"corpus.ingest": False}
+    names = [s.name for s in pipeline_stages(repo_copy) if s.area == "corpus"]
+    assert corpus(root=str(repo_copy)) == dict.fromkeys(names, True)
+    assert corpus(root=str(repo_copy)) == dict.fromkeys(names, False)
 
 
 def test_stage_order_and_area_selection_follow_the_dag(tmp_path):

@@ -19,7 +19,8 @@ def test_dvc_yaml_matches_stage_declaration(dvc_name):
     entry = DVC_STAGES[dvc_name]
     stage = find_stage(dvc_name)
     assert entry["cmd"] == f"paperline stage {stage.name}"
-    assert _paths(entry.get("outs")) | _paths(entry.get("metrics")) == set(stage.outputs.values())
+    declared = set().union(*(_paths(entry.get(k)) for k in ("outs", "metrics", "plots")))
+    assert declared == set(stage.outputs.values())
     deps = set(entry["deps"])
     assert set(stage.inputs.values()) <= deps
     area, name = stage.name.split(".")

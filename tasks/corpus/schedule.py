@@ -1,0 +1,172 @@
+"""corpus.schedule: which languages each mmBERT phase samples, and how often.
+
+Languages enter by rank of available tokens n(l): counted in this corpus (in characters,
+since the tokenizer is trained after this stage and words are not comparable across
+scripts), or mmBERT's production token counts from `language_counts.csv` (the phase's
+column) when `use_reference_counts` is set. Phase i takes the top-N_i languages, always
+including every language of phase i−1, and samples language l with
+
+    p_i(l) = n(l)^τ_i / Σ_{l' ∈ L_i} n(l')^τ_i
+
+so a lower temperature τ flattens the mix toward the low-resource tail (mmBERT: 0.7, 0.5,
+0.3). Only languages present in this corpus can be scheduled.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tasks.core.errors import InputError
+from tasks.core.io import read_parquet
+from tasks.core.stage import Stage
+from tasks.corpus.params import PhaseParams, ScheduleParams
+
+
+def sampling_probabilities(counts: Mapping[str, float], temperature: float) -> dict[str, float]:
+    """p(l) ∝ n(l)^τ over the given languages."""
+    weights = {lang: float(n) ** temperature for lang, n in counts.items() if n > 0}
+    total = sum(weights.values())
+    return {lang: w / total for lang, w in weights.items()}
+
+
+def corpus_counts(docs: pa.Table) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for lang, n in zip(docs.column("lang").to_pylist(), docs.column("n_chars").to_pylist(),
+                       strict=True):  # fmt: skip
+        counts[lang] += n
+    return dict(counts)
+
+
+def reference_counts(path: Path) -> dict[str, dict[str, int]]:
+    """language_counts.csv as {column: {language: tokens}}."""
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.DictReader(handle))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing; copy mmBERT's statistics/language_counts.csv") from None
+    columns: dict[str, dict[str, int]] = {}
+    for number, row in enumerate(rows, start=2):
+        for column, value in row.items():
+            if column == "language":
+                continue
+            try:
+                columns.setdefault(column, {})[row["language"]] = int(value)
+            except (TypeError, ValueError):
+                raise InputError(f"{path}: line {number}: column {column!r}: "
+                                 f"expected an integer, got {value!r}") from None  # fmt: skip
+    return columns
+
+
+def _phase_languages(
+    counts: Mapping[str, float], phase: PhaseParams, previous: list[str]
+) -> list[str]:
+    ranked = sorted(
+        (lang for lang, n in counts.items() if n > 0), key=lambda lang: (-counts[lang], lang)
+    )
+    limit = len(ranked) if phase.languages == "all" else phase.languages
+    chosen = list(previous)
+    for lang in ranked:
+        if len(chosen) >= limit:
+            break
+        if lang not in chosen:
+            chosen.append(lang)
+    return sorted(chosen, key=lambda lang: (-counts.get(lang, 0), lang))
+
+
+def plan_phases(
+    available: Mapping[str, int], params: ScheduleParams, reference: Mapping[str, Mapping[str, int]]
+) -> list[dict[str, Any]]:
+    """The phase plan: languages, counts and sampling probabilities per phase."""
+    plans: list[dict[str, Any]] = []
+    previous: list[str] = []
+    previous_counts: Mapping[str, float] = {}
+    for phase in params.phases:
+        if params.use_reference_counts:
+            if phase.reference_column not in reference:
+                raise InputError(f"params.yaml: corpus.schedule: phase {phase.name}: "
+                                 f"reference_column {phase.reference_column!r} is not in "
+                                 f"language_counts.csv ({', '.join(reference)})")  # fmt: skip
+            column = reference[phase.reference_column]
+            # an inherited language the column lacks keeps its previous count
+            counts = {lang: column.get(lang) or previous_counts.get(lang, 0) for lang in available}
+        else:
+            counts = dict(available)
+        languages = _phase_languages(counts, phase, previous)
+        phase_counts = {lang: counts[lang] for lang in languages}
+        plans.append({
+            **phase.model_dump(exclude={"languages"}),
+            "language_rule": phase.languages,
+            "languages": languages,
+            "counts": phase_counts,
+            "probabilities": sampling_probabilities(phase_counts, phase.temperature),
+        })  # fmt: skip
+        previous, previous_counts = languages, phase_counts
+    return plans
+
+
+def share_curves(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """dvc plots rows: language rank (in the last phase) → share in each phase."""
+    order = plans[-1]["languages"]
+    return [
+        {"rank": rank, "language": lang,
+         **{plan["name"]: round(plan["probabilities"].get(lang, 0.0), 8) for plan in plans}}
+        for rank, lang in enumerate(order, start=1)
+    ]  # fmt: skip
+
+
+def schedule_metrics(plans: list[dict[str, Any]]) -> dict[str, Any]:
+    metrics = {}
+    for plan in plans:
+        probs = plan["probabilities"].values()
+        entropy = -sum(p * math.log(p) for p in probs if p > 0)
+        metrics[plan["name"]] = {
+            "languages": len(plan["languages"]),
+            "temperature": plan["temperature"],
+            "top_language_share": round(max(probs), 6),
+            "smallest_share": round(min(probs), 8),
+            "effective_languages": round(math.exp(entropy), 2),
+        }
+    return metrics
+
+
+def _csv(rows: list[dict[str, Any]]) -> str:
+    header = list(rows[0])
+    lines = [",".join(header)] + [",".join(str(row[k]) for k in header) for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def run(params: ScheduleParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+    docs = read_parquet(inputs["docs"], columns=["lang", "n_chars"])
+    reference = reference_counts(inputs["reference_counts"]) if params.use_reference_counts else {}
+    available = corpus_counts(docs)
+    plans = plan_phases(available, params, reference)
+    schedule = {
+        "count_source": "reference" if params.use_reference_counts else "corpus_characters",
+        "available_characters": dict(sorted(available.items())),
+        "phases": plans,
+    }
+    return {"schedule": schedule, "shares": _csv(share_curves(plans)),
+            "metrics": schedule_metrics(plans)}  # fmt: skip
+
+
+STAGE = Stage(
+    name="corpus.schedule",
+    run=run,
+    params_key="corpus.schedule",
+    inputs={
+        "docs": "data/interim/corpus/dedup.parquet",
+        "reference_counts": "data/seed/mmbert/language_counts.csv",
+    },
+    outputs={
+        "schedule": "data/processed/corpus/schedule.json",
+        "shares": "data/processed/corpus/language_shares.csv",
+        "metrics": "data/processed/corpus/schedule_metrics.json",
+    },
+)
