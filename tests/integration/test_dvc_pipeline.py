@@ -23,6 +23,23 @@ def dvc(*args, cwd):
     )
 
 
+def assert_phases_follow_schedule(root):
+    schedule = json.loads((root / "data/processed/corpus/schedule.json").read_text())
+    previous: set[str] = set()
+    for phase in schedule["phases"]:
+        folder = root / "data/processed/corpus/shards" / phase["name"]
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert set(manifest["languages"]) == set(phase["languages"]) >= previous
+        previous = set(phase["languages"])
+        for key in ("sequence_length", "mask_ratio", "temperature", "token_budget"):
+            assert manifest[key] == phase[key]
+        for lang, p in phase["probabilities"].items():
+            assert abs(manifest["token_share_per_language"][lang] - p) <= 1 / phase["token_budget"]
+        rows = sum(pq.read_metadata(folder / s["file"]).num_rows for s in manifest["shards"])
+        assert rows == manifest["sequences"] > 0
+    assert len(schedule["phases"]) == 3
+
+
 def test_ingest_reads_every_shipped_translation(tmp_path):
     full = copy_repo(tmp_path / "full", small=False)
     result = dvc("repro", "corpus-ingest", cwd=full)
@@ -39,6 +56,7 @@ def test_dvc_repro_runs_every_stage_then_does_nothing(repo_copy):
     assert first.returncode == 0, first.stderr
     for stage in pipeline_stages(repo_copy):
         assert f"Running stage '{stage.dvc_name}'" in first.stdout
+    assert_phases_follow_schedule(repo_copy)
     lock = (repo_copy / "dvc.lock").read_text()
     stamp = os.stat(repo_copy / DOCS).st_mtime_ns
 

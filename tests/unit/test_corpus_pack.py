@@ -1,0 +1,67 @@
+"""Tokenizer training and packing: the folder loads in transformers, shares follow p(l)."""
+
+import pyarrow as pa
+import pytest
+
+from tasks.core.io import commit_outputs
+from tasks.corpus.pack import pack_phase, pack_sequences, tokenize_documents
+from tasks.corpus.params import PackParams, TokenizerParams
+from tasks.corpus.tokenizer import SPECIAL_TOKENS, fast_tokenizer_files, train_tokenizer
+
+TEXTS = [
+    "All human beings are born free and equal in dignity and rights.",
+    "Tous les êtres humains naissent libres et égaux en dignité et en droits.",
+    "Alle Menschen sind frei und gleich an Würde und Rechten geboren.",
+    "人人生而自由，在尊严和权利上一律平等。",
+] * 20
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer(TEXTS, TokenizerParams(vocab_size=300))
+
+
+def test_tokenizer_folder_loads_as_transformers_fast_tokenizer(tokenizer, tmp_path):
+    from transformers import AutoTokenizer
+
+    commit_outputs({tmp_path / "tok": fast_tokenizer_files(tokenizer)})
+    loaded = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    assert loaded.all_special_tokens and set(SPECIAL_TOKENS) <= set(loaded.all_special_tokens)
+    ids = loaded("All human beings")["input_ids"]
+    assert ids[0] == loaded.cls_token_id and ids[-1] == loaded.sep_token_id
+    assert loaded.decode(ids, skip_special_tokens=True) == "All human beings"
+
+
+def test_pack_sequences_cuts_fixed_lengths_with_separators():
+    packed = list(pack_sequences(iter([[5, 6, 7], [8, 9]]), length=4, cls=1, sep=2, pad=0))
+    assert packed == [([1, 5, 6, 7], 4), ([1, 2, 8, 9], 4), ([1, 2, 0, 0], 2)]
+
+
+def test_pack_phase_follows_the_schedule(tokenizer, ray_session):
+    langs = ["eng", "fra", "deu", "cmn"] * 20
+    special = {t: tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]")}
+    params = PackParams(shard_sequences=5, batch_size=16)
+    ids = tokenize_documents(pa.array(TEXTS), tokenizer.to_str(), params)
+    assert (
+        len(ids) == len(TEXTS)
+        and ids[0] == tokenizer.encode(TEXTS[0], add_special_tokens=False).ids
+    )
+    probabilities = {"eng": 0.5, "fra": 0.3, "cmn": 0.2}
+    phase = {"name": "p", "probabilities": probabilities, "token_budget": 3000,
+             "sequence_length": 32, "mask_ratio": 0.3, "temperature": 0.5}  # fmt: skip
+    folder = pack_phase(phase, ids, langs, special, params)
+    manifest = folder["manifest.json"]
+    assert manifest["tokens"] == 3000 and manifest["languages"] == ["cmn", "eng", "fra"]
+    for lang, share in manifest["token_share_per_language"].items():
+        assert abs(share - probabilities[lang]) <= 1 / 3000
+    shards = [v for k, v in folder.items() if k.endswith(".parquet")]
+    assert (
+        sum(s.num_rows for s in shards)
+        == manifest["sequences"]
+        == sum(s["sequences"] for s in manifest["shards"])
+    )
+    rows = pa.concat_tables(shards).column("input_ids").to_pylist()
+    assert all(len(r) == 32 and r[0] == special["[CLS]"] for r in rows)
+    real = sum(pa.concat_tables(shards).column("length").to_pylist())
+    assert real == manifest["tokens"] + manifest["sequences"]  # + one [CLS] per sequence
+    assert manifest["epochs_per_language"]["eng"] > 1  # eng reused: budget > its tokens
