@@ -5,6 +5,11 @@ tokens (documents reused across epochs when it runs out, see `sampling`); the pi
 documents, each followed by [SEP], are concatenated and cut into sequences of
 `sequence_length` tokens that start with [CLS] (the last one padded with [PAD]). Shards go
 to `data/processed/corpus/shards/<phase>/` beside a `manifest.json`.
+
+A phase with a `source` (production: e.g. FineWeb2's language configs, as mmBERT drew each
+phase from its own mix) is packed from documents streamed through the ingest adapter and
+normalized, instead of from the deduplicated corpus; its sources are taken as already
+filtered and deduplicated upstream.
 """
 
 from __future__ import annotations
@@ -15,12 +20,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
 from tasks.core.stage import Stage
-from tasks.corpus.params import PackParams
+from tasks.corpus.hf_source import stream_documents
+from tasks.corpus.params import HuggingFaceSourceParams, PackParams
 from tasks.corpus.sampling import sample_by_language
+from tasks.corpus.text_stats import normalize
 
 log = get_logger("paperline.corpus.pack")
 SHARD_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("length", pa.int32())])
@@ -109,6 +117,16 @@ def pack_phase(
     return files
 
 
+def source_documents(
+    source: HuggingFaceSourceParams, tokenizer_json: str, params: PackParams
+) -> tuple[list[list[int]], list[str]]:
+    """Token ids and languages of a phase's own documents, streamed through the ingest adapter."""
+    rows = [(normalize(d["text"]), d["lang"]) for d in stream_documents(source)]
+    rows = [(text, lang) for text, lang in rows if text]
+    texts = pa.array([text for text, _ in rows], pa.string())
+    return tokenize_documents(texts, tokenizer_json, params), [lang for _, lang in rows]
+
+
 def run(params: PackParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
@@ -117,12 +135,22 @@ def run(params: PackParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     tokenizer_json = (inputs["tokenizer"] / "tokenizer.json").read_text(encoding="utf-8")
     tokenizer = Tokenizer.from_str(tokenizer_json)
     special = {t: tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]")}
-    ids = tokenize_documents(docs.column("text"), tokenizer_json, params)
-    langs = docs.column("lang").to_pylist()
+    corpus = (tokenize_documents(docs.column("text"), tokenizer_json, params),
+              docs.column("lang").to_pylist())  # fmt: skip
     shards = Folder()
     metrics: dict[str, Any] = {}
     for phase in schedule["phases"]:
-        packed = pack_phase(phase, ids, langs, special, params)
+        ids, langs = (
+            corpus
+            if phase.get("source") is None
+            else source_documents(
+                HuggingFaceSourceParams.model_validate(phase["source"]), tokenizer_json, params
+            )
+        )
+        try:
+            packed = pack_phase(phase, ids, langs, special, params)
+        except ValueError as exc:  # a scheduled language the phase's documents lack
+            raise InputError(f"corpus.pack: phase {phase['name']}: {exc}") from None
         for name, value in packed.items():
             shards[f"{phase['name']}/{name}"] = value
         manifest = packed["manifest.json"]

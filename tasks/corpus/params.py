@@ -54,7 +54,7 @@ class FilterParams(StrictModel):
     max_duplicate_line_fraction: float = Field(default=0.3, ge=0, le=1)
     max_char_repetition: float = Field(default=0.2, ge=0, le=1)
     char_repetition_ngram: int = Field(default=10, ge=2)
-    batch_size: int = Field(default=256, ge=1)
+    batch_size: int = Field(default=2048, ge=1)
     num_workers: int | None = Field(default=None, ge=1, description="Ray tasks; null = auto")
 
 
@@ -68,7 +68,7 @@ class DedupParams(StrictModel):
     rows: int | None = Field(default=None, ge=1)
     verify: bool = True  # keep only candidate pairs whose estimated Jaccard ≥ threshold
     seed: int = 1
-    batch_size: int = Field(default=256, ge=1)
+    batch_size: int = Field(default=2048, ge=1)
     num_workers: int | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
@@ -95,6 +95,9 @@ class PhaseParams(StrictModel):
     mask_ratio: float = Field(gt=0, lt=1)
     sequence_length: int = Field(ge=8)
     reference_column: str = Field(description="language_counts.csv column for this phase")
+    source: HuggingFaceSourceParams | None = Field(
+        default=None, description="production: pack this phase from a hub dataset, not the corpus"
+    )
 
     @field_validator("languages")
     @classmethod
@@ -142,7 +145,7 @@ class TokenizerParams(StrictModel):
 
 class PackParams(StrictModel):
     shard_sequences: int = Field(default=1024, ge=1, description="sequences per Parquet shard")
-    batch_size: int = Field(default=256, ge=1)
+    batch_size: int = Field(default=2048, ge=1)
     num_workers: int | None = Field(default=None, ge=1)
     seed: int = 0
 

@@ -65,3 +65,30 @@ def test_pack_phase_follows_the_schedule(tokenizer, ray_session):
     real = sum(pa.concat_tables(shards).column("length").to_pylist())
     assert real == manifest["tokens"] + manifest["sequences"]  # + one [CLS] per sequence
     assert manifest["epochs_per_language"]["eng"] > 1  # eng reused: budget > its tokens
+
+
+def test_a_phase_with_its_own_source_is_packed_from_it(tokenizer, ray_session, tmp_path):
+    import pyarrow.parquet as pq
+
+    from tasks.core.io import write_file
+    from tasks.corpus import pack
+
+    corpus = pa.table({"text": TEXTS[:4], "lang": ["eng", "fra", "deu", "cmn"]})
+    write_file(tmp_path / "dedup.parquet", corpus)
+    commit_outputs({tmp_path / "tok": fast_tokenizer_files(tokenizer)})
+    pq.write_table(pa.table({"text": ["Sawubona mhlaba " * 10, "Ngiyabonga kakhulu " * 10],
+                             "language": ["zul", "zul"], "language_script": ["Latn", "Latn"]}),
+                   tmp_path / "zul.parquet")  # fmt: skip
+    source = {"path": "parquet", "configs": [None], "data_files": str(tmp_path / "zul.parquet")}
+    phase = {"name": "decay", "probabilities": {"zul": 1.0}, "token_budget": 200,
+             "sequence_length": 16, "mask_ratio": 0.05, "temperature": 0.3}  # fmt: skip
+    write_file(tmp_path / "schedule.json", {"phases": [
+        {**phase, "name": "pretrain", "probabilities": {"eng": 1.0}, "source": None},
+        {**phase, "source": source},
+    ]})  # fmt: skip
+    inputs = {"docs": tmp_path / "dedup.parquet", "schedule": tmp_path / "schedule.json",
+              "tokenizer": tmp_path / "tok"}  # fmt: skip
+    out = pack.run(PackParams(), inputs)
+    assert out["shards"]["decay/manifest.json"]["languages"] == ["zul"]
+    assert out["shards"]["pretrain/manifest.json"]["languages"] == ["eng"]
+    assert out["metrics"]["decay"]["tokens"] == 200
