@@ -31,7 +31,8 @@ test: setup
 	$(BIN)/python -m pytest
 
 bench: setup
-	$(BIN)/python benchmarks/bench_atomic_io.py
+	$(BIN)/python benchmarks/atomic_io.py
+	$(BIN)/python benchmarks/corpus_filter_dedup.py --mb 50
 
 lint: setup
 	$(BIN)/ruff check .

@@ -2,7 +2,7 @@
 
 The peer is `pyarrow.parquet.write_table` straight onto the target (what a stage would do
 without the temp + fsync + rename guarantee). Run: `make bench` or
-`python benchmarks/bench_atomic_io.py --repeats 20`.
+`python benchmarks/atomic_io.py --repeats 20`.
 """
 
 from __future__ import annotations
