@@ -101,7 +101,7 @@ def test_language_id_fills_undetermined_only_when_confident():
     assert check_document(_row(german, "nld"), fill)["lang"] == "nld"  # declared, trusted
     override = FilterParams(language_id={"mode": "override", "min_confidence": 0.9})
     assert check_document(_row(german, "nld"), override)["lang"] == "deu"
-    never = FilterParams(language_id={"mode": "override", "min_confidence": 1.0 + 0})
+    never = FilterParams(language_id={"mode": "override", "min_confidence": 1.0})
     assert check_document(_row("ok ok ok", "nld"), never)["lang"] == "nld"
 
 

@@ -2,7 +2,6 @@
 
 import math
 
-import pyarrow as pa
 import pytest
 
 from tasks.core.errors import InputError
@@ -103,4 +102,3 @@ def test_entropy_metric_counts_effective_languages():
 
     plans = plan_phases({"a": 1, "b": 1, "c": 1, "d": 1}, _params(("all", 1.0, "x")), {})
     assert math.isclose(schedule_metrics(plans)["p0"]["effective_languages"], 4.0)
-    assert pa is not None
