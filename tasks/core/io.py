@@ -29,6 +29,11 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
 def _temp_sibling(target: Path, directory: bool) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     prefix = f".{target.name}.tmp-"
@@ -67,8 +72,7 @@ def atomic_path(target: Path | str, directory: bool = False) -> Iterator[Path]:
     try:
         yield temp
         if not directory:
-            with open(temp, "rb+") as handle:
-                os.fsync(handle.fileno())
+            _fsync_file(temp)
         _replace(temp, target)
     except BaseException:
         _remove(temp)
@@ -160,8 +164,7 @@ def commit_outputs(outputs: Mapping[Path, Any]) -> None:
             write_output(temp, value)
             for written in temp.rglob("*") if directory else [temp]:
                 if written.is_file():
-                    with open(written, "rb+") as handle:
-                        os.fsync(handle.fileno())
+                    _fsync_file(written)
     except BaseException:
         for temp, _ in staged:
             _remove(temp)
