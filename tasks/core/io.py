@@ -131,7 +131,7 @@ class Folder(dict):
 
 
 def write_output(temp: Path, value: Any) -> None:
-    """Write one stage output to `temp` by the value's type (Table → Parquet, dict → JSON)."""
+    """Write one stage output to `temp` by its type (Table → Parquet, dict → JSON, Path → copy)."""
     if isinstance(value, Folder):
         for name, item in value.items():
             (temp / name).parent.mkdir(parents=True, exist_ok=True)
@@ -144,6 +144,11 @@ def write_output(temp: Path, value: Any) -> None:
         temp.write_text(value, encoding="utf-8")
     elif isinstance(value, bytes):
         temp.write_bytes(value)
+    elif isinstance(value, Path):  # an existing file or folder, copied
+        if value.is_dir():
+            shutil.copytree(value, temp, dirs_exist_ok=True)
+        else:
+            shutil.copyfile(value, temp)
     else:
         raise TypeError(f"cannot write a {type(value).__name__} as a stage output")
 

@@ -27,9 +27,22 @@ def init_ray(params: RayParams) -> Any:
             num_cpus=params.num_cpus,
             object_store_memory=memory * 1024 * 1024 if memory else None,
             include_dashboard=False,
+            runtime_env={"worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs"},
             **quiet,
         )
     return ray.get_runtime_context()
+
+
+def quiet_worker_logs() -> None:
+    """Worker setup hook for the local instance, which runs without the dashboard.
+
+    Without the dashboard (ray[default] is not installed) there is no state API, and Ray
+    Train's placement-group monitor warns about that every second; the monitor only matters
+    on clusters, where the dashboard runs.
+    """
+    logging.getLogger(
+        "ray.train.v2._internal.execution.controller.placement_group_cleaner"
+    ).setLevel(logging.ERROR)
 
 
 def map_table(

@@ -34,6 +34,7 @@ class Stage:
     inputs: Mapping[str, str]  # role -> repo-relative path
     outputs: Mapping[str, str]  # role -> repo-relative path
     uses_ray: bool = False  # the door connects Ray (local or $RAY_ADDRESS) before `run`
+    uses_runtime: bool = False  # `run` also gets `runtime=` (MLflow store, Ray, services)
 
     def select_params(self, params: Params) -> Any:
         section: Any = params
@@ -73,7 +74,8 @@ def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
     if stage.uses_ray:
         init_ray(all_params.runtime.ray)
     started = time.perf_counter()
-    produced = stage.run(params, inputs)
+    extra = {"runtime": all_params.runtime} if stage.uses_runtime else {}
+    produced = stage.run(params, inputs, **extra)
     if set(produced) != set(stage.outputs):
         raise RuntimeError(
             f"{stage.name} returned {sorted(produced)}, declared {sorted(stage.outputs)}"

@@ -177,8 +177,33 @@ def log_torch_model(
     return info
 
 
-def register_model(model_uri: str, name: str, card: ModelCard, alias: str) -> str:
-    """Register `model_uri` as a new version of `name`, card as descriptions, alias on it."""
+def log_transformers_model(
+    model: Any, tokenizer: Any, name: str, card: ModelCard, task: str
+) -> Any:
+    """Log a transformers model + tokenizer as a `task` pipeline, card beside it; ModelInfo.
+
+    Requirements are pinned from the running versions: MLflow's inference would start a
+    subprocess and ask for torchvision, which this project does not use.
+    """
+    from importlib.metadata import version
+
+    import mlflow
+    from huggingface_hub import ModelCard as HubModelCard
+
+    packages = ("torch", "transformers", "tokenizers")
+    requirements = [f"{pkg}=={version(pkg).split('+')[0]}" for pkg in packages]
+    info = mlflow.transformers.log_model(
+        transformers_model={"model": model, "tokenizer": tokenizer}, name=name, task=task,
+        pip_requirements=requirements, model_card=HubModelCard(card.to_markdown()),
+    )  # fmt: skip
+    mlflow.log_text(card.to_markdown(), f"{name}/{MODEL_CARD_FILE}")
+    return info
+
+
+def register_model(
+    model_uri: str, name: str, card: ModelCard, alias: str | Iterable[str]
+) -> str:
+    """Register `model_uri` as a new version of `name`, card as descriptions, aliases on it."""
     import mlflow
     from mlflow import MlflowClient
 
@@ -187,7 +212,8 @@ def register_model(model_uri: str, name: str, card: ModelCard, alias: str) -> st
     markdown = card.to_markdown()
     client.update_registered_model(name, description=markdown)
     client.update_model_version(name, version.version, description=markdown)
-    client.set_registered_model_alias(name, alias, version.version)
+    for each in [alias] if isinstance(alias, str) else alias:
+        client.set_registered_model_alias(name, each, version.version)
     for key, value in card.lineage.items():
         client.set_model_version_tag(name, version.version, key, value)
     return str(version.version)

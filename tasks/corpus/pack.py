@@ -6,6 +6,10 @@ documents, each followed by [SEP], are concatenated and cut into sequences of
 `sequence_length` tokens that start with [CLS] (the last one padded with [PAD]). Shards go
 to `data/processed/corpus/shards/<phase>/` beside a `manifest.json`.
 
+Before any phase is packed, the tail of each language's last document is held out
+(`heldout.parquet`: one [CLS] … [SEP] sequence per language), so the encoder's eval loss per
+language is measured on text no phase trained on.
+
 A phase with a `source` (production: e.g. FineWeb2's language configs, as mmBERT drew each
 phase from its own mix) is packed from documents streamed through the ingest adapter and
 normalized, instead of from the deduplicated corpus; its sources are taken as already
@@ -32,6 +36,7 @@ from tasks.corpus.text_stats import normalize
 
 log = get_logger("paperline.corpus.pack")
 SHARD_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("length", pa.int32())])
+HELDOUT_SCHEMA = pa.schema([("lang", pa.string()), ("input_ids", pa.list_(pa.int32()))])
 
 
 def tokenize_batch(batch: pa.Table, tokenizer_json: str) -> pa.Table:
@@ -69,6 +74,26 @@ def pack_sequences(
             del buffer[:body]
     if buffer:
         yield [cls, *buffer] + [pad] * (body - len(buffer)), len(buffer) + 1
+
+
+def hold_out(
+    ids: list[list[int]], langs: list[str], special: Mapping[str, int], params: PackParams
+) -> tuple[list[list[int]], pa.Table]:
+    """Cut each language's held-out tail off its last document; returns (train ids, held out)."""
+    last = {lang: i for i, lang in enumerate(langs)}
+    train = list(ids)
+    rows: list[tuple[str, list[int]]] = []
+    for lang, i in sorted(last.items()):
+        n = min(params.heldout_tokens_per_language, int(len(ids[i]) * params.heldout_max_fraction))
+        if n < params.heldout_min_tokens:
+            continue
+        train[i] = ids[i][:-n]
+        rows.append((lang, [special["[CLS]"], *ids[i][-n:], special["[SEP]"]]))
+    heldout = pa.table(
+        {"lang": [lang for lang, _ in rows], "input_ids": [seq for _, seq in rows]},
+        schema=HELDOUT_SCHEMA,
+    )
+    return train, heldout
 
 
 def pack_phase(
@@ -135,8 +160,11 @@ def run(params: PackParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     tokenizer_json = (inputs["tokenizer"] / "tokenizer.json").read_text(encoding="utf-8")
     tokenizer = Tokenizer.from_str(tokenizer_json)
     special = {t: tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[MASK]")}
-    corpus = (tokenize_documents(docs.column("text"), tokenizer_json, params),
-              docs.column("lang").to_pylist())  # fmt: skip
+    langs = docs.column("lang").to_pylist()
+    train_ids, heldout = hold_out(
+        tokenize_documents(docs.column("text"), tokenizer_json, params), langs, special, params
+    )
+    corpus = (train_ids, langs)
     shards = Folder()
     metrics: dict[str, Any] = {}
     for phase in schedule["phases"]:
@@ -160,7 +188,9 @@ def run(params: PackParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
         }
         log.info("%s: %d sequences, %d tokens, %d languages", phase["name"],
                  manifest["sequences"], manifest["tokens"], len(manifest["languages"]))  # fmt: skip
-    return {"shards": shards, "metrics": metrics}
+    heldout_tokens = sum(len(s) - 2 for s in heldout.column("input_ids").to_pylist())
+    metrics["heldout"] = {"languages": heldout.num_rows, "tokens": heldout_tokens}
+    return {"shards": shards, "heldout": heldout, "metrics": metrics}
 
 
 STAGE = Stage(
@@ -174,6 +204,7 @@ STAGE = Stage(
     },
     outputs={
         "shards": "data/processed/corpus/shards",
+        "heldout": "data/processed/corpus/heldout.parquet",
         "metrics": "data/processed/corpus/pack_metrics.json",
     },
     uses_ray=True,

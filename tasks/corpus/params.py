@@ -145,6 +145,11 @@ class TokenizerParams(StrictModel):
 
 class PackParams(StrictModel):
     shard_sequences: int = Field(default=1024, ge=1, description="sequences per Parquet shard")
+    heldout_tokens_per_language: int = Field(
+        default=128, ge=0, description="tail of each language's last document kept out of training"
+    )
+    heldout_max_fraction: float = Field(default=0.1, ge=0, lt=1, description="of its tokens")
+    heldout_min_tokens: int = Field(default=16, ge=1, description="shorter tails are not held out")
     batch_size: int = Field(default=2048, ge=1)
     num_workers: int | None = Field(default=None, ge=1)
     seed: int = 0

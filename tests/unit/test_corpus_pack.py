@@ -92,3 +92,19 @@ def test_a_phase_with_its_own_source_is_packed_from_it(tokenizer, ray_session, t
     assert out["shards"]["decay/manifest.json"]["languages"] == ["zul"]
     assert out["shards"]["pretrain/manifest.json"]["languages"] == ["eng"]
     assert out["metrics"]["decay"]["tokens"] == 200
+
+
+def test_hold_out_cuts_the_tail_of_each_languages_last_document():
+    from tasks.corpus.params import PackParams
+    from tasks.corpus.pack import hold_out
+
+    special = {"[CLS]": 1, "[SEP]": 2, "[PAD]": 0, "[MASK]": 3}
+    ids = [list(range(10, 110)), list(range(200, 300)), list(range(400, 420))]
+    params = PackParams(heldout_tokens_per_language=8, heldout_max_fraction=0.1,
+                        heldout_min_tokens=4)  # fmt: skip
+    train, heldout = hold_out(ids, ["eng", "eng", "fra"], special, params)
+    assert train[0] == ids[0]  # only the last eng document gives its tail
+    assert train[1] == list(range(200, 292))
+    assert train[2] == ids[2]  # 10% of 20 tokens = 2 < heldout_min_tokens
+    assert heldout.column("lang").to_pylist() == ["eng"]
+    assert heldout.column("input_ids").to_pylist() == [[1, *range(292, 300), 2]]

@@ -1,0 +1,198 @@
+"""Held-out MLM loss per language and per language tier (when a language joined training).
+
+Tiers follow the corpus schedule: `pretrain` languages are trained from the start,
+`mid` languages join in the mid phase, `decay` languages are seen only in the decay phase
+(mmBERT's claim: adding them late, at low temperature, still helps them). Every phase's
+model is scored on the same masked positions (fixed seed), so losses compare across phases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tasks.core import tracking
+from tasks.core.io import read_json, read_parquet
+from tasks.core.params import RuntimeParams
+from tasks.core.progress import get_logger, track
+from tasks.core.stage import Stage
+from tasks.mlm.params import PHASES, EvalParams, MlmParams
+
+log = get_logger("paperline.mlm.evaluate")
+
+TIERS = PHASES  # a tier is named after the phase in which its languages first appear
+
+
+def language_tiers(manifests: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """language → the first phase (in training order) whose manifest lists it."""
+    tiers: dict[str, str] = {}
+    for phase in PHASES:
+        for lang in manifests[phase]["languages"]:
+            tiers.setdefault(lang, phase)
+    return tiers
+
+
+def heldout_losses(
+    model: Any, tokenizer: Any, heldout: pa.Table, params: EvalParams
+) -> dict[str, dict[str, float]]:
+    """{lang: {loss, masked_tokens}}: mean cross-entropy over the masked held-out tokens."""
+    import torch
+    import torch.nn.functional as F
+
+    from tasks.mlm.masking import Masker
+
+    masker = Masker(tokenizer, params.mask_ratio, params.seed)
+    langs = heldout.column("lang").to_pylist()
+    rows = heldout.column("input_ids").to_pylist()
+    totals = torch.zeros(len(rows), dtype=torch.float64)
+    counts = torch.zeros(len(rows), dtype=torch.float64)
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(rows), params.batch_size):
+            chunk = rows[start : start + params.batch_size]
+            width = max(len(r) for r in chunk)
+            ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)
+            for i, row in enumerate(chunk):
+                ids[i, : len(row)] = torch.tensor(row)
+            batch = masker(ids, step=start)  # same positions for every phase's model
+            labels = batch["labels"]
+            if not (labels != -100).any():
+                continue
+            logits = model(**batch).logits  # sparse: one row per masked position, row-major
+            positions = (labels != -100).nonzero()[:, 0] + start
+            losses = F.cross_entropy(logits.float(), labels[labels != -100], reduction="none")
+            totals.index_add_(0, positions, losses.double())
+            counts.index_add_(0, positions, torch.ones_like(losses, dtype=torch.float64))
+    result: dict[str, list[float]] = {}
+    for lang, total, count in zip(langs, totals.tolist(), counts.tolist(), strict=True):
+        kept = result.setdefault(lang, [0.0, 0.0])
+        kept[0] += total
+        kept[1] += count
+    return {
+        lang: {"loss": total / count, "masked_tokens": int(count)}
+        for lang, (total, count) in sorted(result.items())
+        if count
+    }
+
+
+def tier_losses(
+    per_language: Mapping[str, Mapping[str, float]], tiers: Mapping[str, str]
+) -> dict[str, dict[str, float]]:
+    """{tier: {loss (macro mean over its languages), languages}}; tiers without text omitted."""
+    grouped: dict[str, list[float]] = {}
+    for lang, scores in per_language.items():
+        if lang in tiers:
+            grouped.setdefault(tiers[lang], []).append(scores["loss"])
+    return {
+        tier: {"loss": sum(grouped[tier]) / len(grouped[tier]), "languages": len(grouped[tier])}
+        for tier in TIERS
+        if tier in grouped
+    }
+
+
+def tier_table(by_phase: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """Markdown: one row per tier, one column per phase (eval loss after that phase)."""
+    phases = [p for p in PHASES if p in by_phase]
+    lines = ["| languages first trained in | " + " | ".join(f"after {p}" for p in phases) + " |"]
+    lines.append("|---" * (len(phases) + 1) + "|")
+    for tier in TIERS:
+        cells = [by_phase[p].get(tier) for p in phases]
+        if not any(cells):
+            continue
+        count = next(c["languages"] for c in cells if c)
+        shown = [f"{c['loss']:.3f}" if c else "–" for c in cells]
+        lines.append(f"| {tier} ({count} languages) | " + " | ".join(shown) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def per_language_csv(
+    by_phase: Mapping[str, Mapping[str, Mapping[str, float]]], tiers: Mapping[str, str]
+) -> str:
+    langs = sorted({lang for scores in by_phase.values() for lang in scores})
+    lines = ["lang,tier," + ",".join(PHASES)]
+    for lang in langs:
+        losses = [by_phase[p].get(lang, {}).get("loss") for p in PHASES]
+        shown = ["" if x is None else f"{x:.5f}" for x in losses]
+        lines.append(f"{lang},{tiers.get(lang, 'unseen')}," + ",".join(shown))
+    return "\n".join(lines) + "\n"
+
+
+def tier_curve_csv(by_phase: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
+    """dvc plots: eval loss of each tier after each phase (x: phase index)."""
+    lines = ["phase_index,phase," + ",".join(TIERS)]
+    for index, phase in enumerate(PHASES, start=1):
+        cells = [by_phase[phase].get(t, {}).get("loss") for t in TIERS]
+        lines.append(f"{index},{phase}," + ",".join("" if c is None else f"{c:.5f}" for c in cells))
+    return "\n".join(lines) + "\n"
+
+
+def run(params: MlmParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+    """mlm.evaluate: every phase's model on the held-out text, per language and tier."""
+    import mlflow
+
+    from tasks.mlm.model import load_model, load_tokenizer
+
+    heldout = read_parquet(inputs["heldout"])
+    manifests = {phase: read_json(inputs[f"{phase}_manifest"]) for phase in PHASES}
+    tiers = language_tiers(manifests)
+    tokenizer = load_tokenizer(inputs["pretrain"])
+    per_language: dict[str, dict[str, dict[str, float]]] = {}
+    by_tier: dict[str, dict[str, dict[str, float]]] = {}
+    for phase in track(PHASES, "mlm.evaluate", unit="phase"):
+        model = load_model(inputs[phase])
+        per_language[phase] = heldout_losses(model, tokenizer, heldout, params.eval)
+        by_tier[phase] = tier_losses(per_language[phase], tiers)
+    table = tier_table(by_tier)
+    log.info("held-out MLM loss by language tier:\n%s", table)
+    tracking.configure(runtime.mlflow)
+    client = mlflow.MlflowClient()
+    runs = {phase: read_json(inputs[phase] / "run.json") for phase in PHASES}
+    for phase, run_info in runs.items():
+        step = run_info["last_step"]
+        for tier, scores in by_tier[phase].items():
+            client.log_metric(run_info["run_id"], f"eval_loss_{tier}", scores["loss"], step=step)
+        card = (inputs[phase] / "model_card.md").read_text(encoding="utf-8")
+        client.update_model_version(
+            params.registered_model, run_info["model_version"],
+            description=card + "\n## Held-out MLM loss by language tier\n\n" + table,
+        )  # fmt: skip
+    parent = runs["decay"]["parent_run_id"]
+    client.log_text(parent, table, "eval/tiers.md")
+    client.log_text(parent, per_language_csv(per_language, tiers), "eval/per_language.csv")
+    for phase in PHASES:
+        for tier, scores in by_tier[phase].items():
+            client.log_metric(parent, f"eval_loss_{tier}_after_{phase}", scores["loss"])
+    client.set_terminated(parent)
+    metrics = {
+        phase: {tier: round(scores["loss"], 5) for tier, scores in by_tier[phase].items()}
+        for phase in PHASES
+    }
+    metrics["languages_per_tier"] = {t: s["languages"] for t, s in by_tier["decay"].items()}
+    return {
+        "metrics": metrics,
+        "table": table,
+        "per_language": per_language_csv(per_language, tiers),
+        "tier_curve": tier_curve_csv(by_tier),
+    }
+
+
+STAGE = Stage(
+    name="mlm.evaluate",
+    run=run,
+    params_key="mlm",
+    inputs={
+        "heldout": "data/processed/corpus/heldout.parquet",
+        **{f"{p}_manifest": f"data/processed/corpus/shards/{p}/manifest.json" for p in PHASES},
+        **{p: f"models/mmbert/{p}" for p in PHASES},
+    },
+    outputs={
+        "metrics": "models/mmbert/metrics.json",
+        "table": "models/mmbert/eval_table.md",
+        "per_language": "models/mmbert/eval_per_language.csv",
+        "tier_curve": "models/mmbert/eval_tiers.csv",
+    },
+    uses_runtime=True,
+)

@@ -1,0 +1,5 @@
+"""mlm.mid: the mid phase of the mmBERT encoder (see tasks.mlm.phases)."""
+
+from tasks.mlm.phases import phase_stage
+
+STAGE = phase_stage("mid")

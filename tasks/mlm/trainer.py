@@ -1,0 +1,177 @@
+"""Build and fit one phase's TorchTrainer; its scratch folder makes a killed run resumable.
+
+Ray Train V2 restores a run from `storage_path/name` when it finds the run's snapshot
+there, so each phase trains under `.paperline/ray/mlm/<phase>/`. The folder is kept while
+a run is unfinished and the inputs and params are the same (its fingerprint); a finished
+run or a changed fingerprint starts afresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tasks.core.errors import InputError
+from tasks.core.io import read_json
+from tasks.core.paths import state_dir
+from tasks.mlm.params import MlmParams
+
+FINGERPRINT_FILE = "fingerprint.json"
+FINISHED_FILE = "finished"
+RUNS_FILE = "mlflow_runs.json"  # the MLflow runs a resumed run keeps logging to
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """What a phase trains on and for how long (known before any worker starts)."""
+
+    phase: str
+    shard_dir: Path
+    sequences: int
+    mask_ratio: float
+    steps_per_epoch: int
+    total_steps: int
+    world_size: int
+
+
+def plan_phase(phase: str, params: MlmParams, shard_dir: Path) -> PhasePlan:
+    manifest = read_json(shard_dir / "manifest.json")
+    training = params.training
+    world = training.scaling.num_workers
+    per_epoch = manifest["sequences"] // world // training.batch_size
+    if per_epoch == 0:
+        raise InputError(
+            f"{shard_dir}: {manifest['sequences']} sequences cannot fill one step of "
+            f"{world} worker(s) × {training.batch_size}; lower mlm.training.batch_size"
+        )
+    phase_params = params.phases[phase]
+    total = math.ceil(phase_params.epochs * per_epoch)
+    if phase_params.max_steps:
+        total = min(total, phase_params.max_steps)
+    return PhasePlan(phase, shard_dir, manifest["sequences"], manifest["mask_ratio"],
+                     per_epoch, total, world)  # fmt: skip
+
+
+def loop_config(
+    plan: PhasePlan,
+    params: MlmParams,
+    *,
+    tokenizer: Path,
+    init_from: Path | None,
+    step_offset: int,
+    tracking_uri: str,
+    run_id: str | None,
+    pid_dir: Path | None = None,
+) -> dict[str, Any]:
+    """The plain-JSON config every worker's `train_loop` receives."""
+    training = params.training
+    scaling = training.scaling
+    phase = params.phases[plan.phase]
+    return {
+        "phase": plan.phase,
+        "preset": params.preset,
+        "tokenizer": str(tokenizer),
+        "init_from": str(init_from) if init_from else None,
+        "mask_ratio": plan.mask_ratio,
+        "learning_rate": phase.learning_rate,
+        "warmup_steps": phase.warmup_steps,
+        "schedule": phase.schedule,
+        "min_lr_ratio": phase.min_lr_ratio,
+        "betas": list(training.betas),
+        "weight_decay": training.weight_decay,
+        "grad_clip": training.grad_clip,
+        "batch_size": training.batch_size,
+        "steps_per_epoch": plan.steps_per_epoch,
+        "total_steps": plan.total_steps,
+        "checkpoint_every": training.checkpoint_every,
+        "log_every": training.log_every,
+        "seed": training.seed,
+        "torch_threads": scaling.torch_threads or math.ceil(scaling.cpus_per_worker),
+        "step_offset": step_offset,
+        "tracking_uri": tracking_uri,
+        "run_id": run_id,
+        "pid_dir": str(pid_dir) if pid_dir else None,
+    }
+
+
+def fingerprint(config: Mapping[str, Any], inputs: Sequence[Path]) -> str:
+    """What decides a run's result: its config (less run ids) and its input files' bytes."""
+    digest = hashlib.sha256()
+    stable = {k: v for k, v in config.items() if k not in ("run_id", "tracking_uri", "pid_dir")}
+    digest.update(json.dumps(stable, sort_keys=True).encode())
+    for root in inputs:
+        for path in sorted(p for p in Path(root).rglob("*") if p.is_file()) or [Path(root)]:
+            digest.update(str(path.relative_to(root) if path != root else path.name).encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def scratch_dir(phase: str, root: Path | None = None) -> Path:
+    return state_dir(root) / "ray" / "mlm" / phase
+
+
+def prepare_scratch(folder: Path, digest: str) -> bool:
+    """Keep an unfinished run with the same fingerprint (returns True: resuming), else wipe."""
+    marker = folder / FINGERPRINT_FILE
+    unfinished = marker.exists() and not (folder / FINISHED_FILE).exists()
+    if unfinished and read_json(marker).get("fingerprint") == digest:
+        return True
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    marker.write_text(json.dumps({"fingerprint": digest}), encoding="utf-8")
+    return False
+
+
+def fit(
+    config: dict[str, Any],
+    plan: PhasePlan,
+    params: MlmParams,
+    storage: Path,
+    callbacks: Sequence[Any] = (),
+) -> Path:
+    """Fit the phase's TorchTrainer under `storage`; returns the final checkpoint's folder."""
+    import ray
+    import ray.data
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from tasks.mlm.train_loop import train_loop
+
+    data_context = ray.data.DataContext.get_current()
+    data_context.execution_options.preserve_order = True
+    data_context.enable_progress_bars = False  # the training loop logs its own progress
+    dataset = ray.data.read_parquet(
+        str(plan.shard_dir), file_extensions=["parquet"], columns=["input_ids"]
+    )
+    training = params.training
+    scaling = training.scaling
+    resources = {"CPU": scaling.cpus_per_worker}
+    if scaling.use_gpu:
+        resources["GPU"] = scaling.gpus_per_worker or 1
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config=config,
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=scaling.num_workers, use_gpu=scaling.use_gpu,
+            resources_per_worker=resources,
+        ),
+        run_config=ray.train.RunConfig(
+            name=storage.name,
+            storage_path=str(storage.parent),
+            failure_config=ray.train.FailureConfig(max_failures=training.max_failures),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=training.keep_checkpoints),
+            callbacks=list(callbacks),
+            logging_config=ray.LoggingConfig(log_level="WARNING"),  # not every report
+        ),
+        datasets={"train": dataset},
+    )  # fmt: skip
+    result = trainer.fit()
+    if result.checkpoint is None:
+        raise RuntimeError(f"mlm.{plan.phase}: training ended without a checkpoint")
+    return Path(result.checkpoint.path)
