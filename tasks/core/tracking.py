@@ -200,9 +200,7 @@ def log_transformers_model(
     return info
 
 
-def register_model(
-    model_uri: str, name: str, card: ModelCard, alias: str | Iterable[str]
-) -> str:
+def register_model(model_uri: str, name: str, card: ModelCard, alias: str | Iterable[str]) -> str:
     """Register `model_uri` as a new version of `name`, card as descriptions, aliases on it."""
     import mlflow
     from mlflow import MlflowClient

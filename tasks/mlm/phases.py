@@ -97,8 +97,11 @@ def phase_card(phase: str, params: MlmParams, manifest: Mapping[str, Any], state
             "Trained on the embedded default (UDHR translations) unless params name a larger "
             "corpus: a research artefact, not a production multilingual encoder."
         ),
-        metrics={"final_loss": state["curve"][-1]["loss"], "tokens_seen": state["tokens"],
-                 "steps": state["step"]},  # fmt: skip
+        metrics={
+            "final_loss": state["curve"][-1]["loss"],
+            "tokens_seen": state["tokens"],
+            "steps": state["step"],
+        },  # fmt: skip
     )
 
 

@@ -64,7 +64,8 @@ def restore_checkpoint(checkpoint: Any, model: Any, optimizer: Any, scheduler: A
     with checkpoint.as_directory() as folder:
         folder = Path(folder)
         getattr(model, "module", model).load_state_dict(
-            load_file(folder / "model.safetensors"), strict=False  # tied decoder weight
+            load_file(folder / "model.safetensors"),
+            strict=False,  # tied decoder weight
         )
         optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
         scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=True))

@@ -95,8 +95,8 @@ def test_a_phase_with_its_own_source_is_packed_from_it(tokenizer, ray_session, t
 
 
 def test_hold_out_cuts_the_tail_of_each_languages_last_document():
-    from tasks.corpus.params import PackParams
     from tasks.corpus.pack import hold_out
+    from tasks.corpus.params import PackParams
 
     special = {"[CLS]": 1, "[SEP]": 2, "[PAD]": 0, "[MASK]": 3}
     ids = [list(range(10, 110)), list(range(200, 300)), list(range(400, 420))]
