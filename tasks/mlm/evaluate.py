@@ -15,11 +15,13 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.core import tracking
+from tasks.core.errors import InputError
 from tasks.core.io import read_json, read_parquet
 from tasks.core.params import RuntimeParams
 from tasks.core.progress import get_logger, track
 from tasks.core.stage import Stage
 from tasks.mlm.params import PHASES, EvalParams, MlmParams
+from tasks.mlm.phases import STATE_FILE, find_phase_run
 
 log = get_logger("paperline.mlm.evaluate")
 
@@ -149,17 +151,24 @@ def run(params: MlmParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -
     log.info("held-out MLM loss by language tier:\n%s", table)
     tracking.configure(runtime.mlflow)
     client = mlflow.MlflowClient()
-    runs = {phase: read_json(inputs[phase] / "run.json") for phase in PHASES}
-    for phase, run_info in runs.items():
-        step = run_info["last_step"]
+    experiment = tracking.ensure_experiment(params.experiment, runtime.mlflow)
+    runs = {phase: find_phase_run(experiment, inputs[phase]) for phase in PHASES}
+    if any(run is None for run in runs.values()):
+        raise InputError(
+            "mlm.evaluate: the MLflow store has no run for some phase's weights "
+            f"({tracking.tracking_uri(runtime.mlflow)}); re-run the mlm stages (`dvc repro -f`)"
+        )
+    for phase, found in runs.items():
+        step = read_json(inputs[phase] / STATE_FILE)["last_step"]
         for tier, scores in by_tier[phase].items():
-            client.log_metric(run_info["run_id"], f"eval_loss_{tier}", scores["loss"], step=step)
+            client.log_metric(found.info.run_id, f"eval_loss_{tier}", scores["loss"], step=step)
         card = (inputs[phase] / "model_card.md").read_text(encoding="utf-8")
-        client.update_model_version(
-            params.registered_model, run_info["model_version"],
-            description=card + "\n## Held-out MLM loss by language tier\n\n" + table,
-        )  # fmt: skip
-    parent = runs["decay"]["parent_run_id"]
+        for version in client.search_model_versions(f"run_id = '{found.info.run_id}'"):
+            client.update_model_version(
+                version.name, version.version,
+                description=card + "\n## Held-out MLM loss by language tier\n\n" + table,
+            )  # fmt: skip
+    parent = runs["decay"].data.tags["mlflow.parentRunId"]
     client.log_text(parent, table, "eval/tiers.md")
     client.log_text(parent, per_language_csv(per_language, tiers), "eval/per_language.csv")
     for phase in PHASES:

@@ -3,11 +3,16 @@
 pretrain starts from a fresh model and opens the pipeline run's MLflow parent run; mid and
 decay start from the previous phase's folder and log child runs under the same parent.
 Each phase's model is registered as a new version of `paperline-mmbert` with its alias.
+
+The phase folders hold no MLflow ids, so the same inputs give the same bytes (and the same
+dvc.lock) whichever door ran them. A run is tagged with the digest of the weights it wrote;
+the next phase finds its parent run, and mlm.evaluate each phase's run, by that digest.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from collections.abc import Mapping
@@ -30,9 +35,25 @@ ALIASES = {
     "mid": ["phase-mid"],
     "decay": ["phase-decay", "candidate"],
 }
-RUN_FILE = "run.json"  # in each phase's folder: its MLflow runs, model version, step range
-CURVE_FIELDS = ("step", "phase_step", "loss", "learning_rate", "tokens_per_second", "tokens_seen")
+STATE_FILE = "state.json"  # in each phase's folder: steps, tokens, resumes
+CURVE_FIELDS = ("step", "phase_step", "loss", "learning_rate", "tokens_seen")  # no timings
 MODEL_FILES = ("config.json", "model.safetensors")
+DIGEST_TAG = "paperline.weights_sha256"
+
+
+def weights_digest(model_dir: Path) -> str:
+    return hashlib.sha256((model_dir / "model.safetensors").read_bytes()).hexdigest()
+
+
+def find_phase_run(experiment: str, model_dir: Path) -> Any | None:
+    """The MLflow run that wrote `model_dir`'s weights (None when this store never saw them)."""
+    import mlflow
+
+    found = mlflow.MlflowClient().search_runs(
+        [experiment], filter_string=f"tags.`{DIGEST_TAG}` = '{weights_digest(model_dir)}'",
+        order_by=["attributes.start_time DESC"], max_results=1,
+    )  # fmt: skip
+    return found[0] if found else None
 
 
 def previous_phase(phase: str) -> str | None:
@@ -41,7 +62,7 @@ def previous_phase(phase: str) -> str | None:
 
 
 def open_runs(
-    phase: str, params: MlmParams, runtime: RuntimeParams, previous: Mapping[str, Any] | None,
+    phase: str, params: MlmParams, runtime: RuntimeParams, previous_dir: Path | None,
     scratch: Path, resuming: bool, lineage_inputs: list[str],
 ) -> dict[str, str]:  # fmt: skip
     """The parent and phase run ids: reused when resuming, else created (parent by pretrain)."""
@@ -53,12 +74,16 @@ def open_runs(
     experiment = tracking.ensure_experiment(params.experiment, runtime.mlflow)
     client = mlflow.MlflowClient()
     lineage = tracking.lineage_tags(lineage_inputs)
-    if previous is None:
+    previous = find_phase_run(experiment, previous_dir) if previous_dir else None
+    if previous is not None:
+        parent = previous.data.tags["mlflow.parentRunId"]
+    else:
+        if previous_dir:
+            log.warning("%s: no MLflow run wrote these weights; opening a new parent run",
+                        previous_dir)  # fmt: skip
         parent = client.create_run(
             experiment, run_name=f"mmbert-{params.preset}", tags={**lineage, "pipeline": "mlm"}
         ).info.run_id
-    else:
-        parent = previous["parent_run_id"]
     child = client.create_run(
         experiment, run_name=phase, tags={**lineage, "mlflow.parentRunId": parent, "phase": phase}
     ).info.run_id
@@ -112,7 +137,7 @@ def train_phase(
 
     root = repo_root()
     previous_dir = inputs.get("previous")
-    previous = read_json(previous_dir / RUN_FILE) if previous_dir else None
+    previous = read_json(previous_dir / STATE_FILE) if previous_dir else None
     plan = trainer.plan_phase(phase, params, inputs["shards"])
     uri = tracking.configure(runtime.mlflow)
     scratch = trainer.scratch_dir(phase, root)
@@ -125,7 +150,7 @@ def train_phase(
                                               *([previous_dir] if previous_dir else [])])
     )  # fmt: skip
     lineage_inputs = [str(p.relative_to(root)) for p in inputs.values() if p.is_relative_to(root)]
-    runs = open_runs(phase, params, runtime, previous, scratch, resuming, lineage_inputs)
+    runs = open_runs(phase, params, runtime, previous_dir, scratch, resuming, lineage_inputs)
     config.update(run_id=runs["run_id"], pid_dir=str(scratch))
     client = mlflow.MlflowClient()
     if not resuming:
@@ -150,6 +175,7 @@ def train_phase(
         version = tracking.register_model(
             info.model_uri, params.registered_model, card, ALIASES[phase]
         )
+    client.set_tag(runs["run_id"], DIGEST_TAG, weights_digest(checkpoint))
     client.set_terminated(runs["run_id"])
     (scratch / trainer.FINISHED_FILE).write_text(version, encoding="utf-8")
     folder = Folder({name: checkpoint / name for name in MODEL_FILES})
@@ -157,9 +183,8 @@ def train_phase(
         if path.is_file() and path.name != "README.md":
             folder[path.name] = path
     folder["model_card.md"] = card.to_markdown()
-    folder["state.json"] = {k: state[k] for k in ("step", "tokens", "resumed_from")}
-    folder[RUN_FILE] = {
-        **runs, "model_version": version, "model_uri": info.model_uri,
+    folder[STATE_FILE] = {
+        "steps": state["step"], "tokens": state["tokens"], "resumed_from": state["resumed_from"],
         "first_step": config["step_offset"] + 1, "last_step": config["step_offset"] + state["step"],
     }  # fmt: skip
     log.info("mlm.%s: %d steps, %d tokens, loss %.3f, registered %s v%s (%s)", phase,
