@@ -42,6 +42,10 @@ SMALL_PARAMS = {
         "tokenizer": {"vocab_size": 1000, "training_chars": 200000},
         "pack": {"shard_sequences": 64},
     },
+    "mlm": {
+        "training": {"batch_size": 16, "checkpoint_every": 5, "log_every": 2},
+        "eval": {"batch_size": 16},
+    },
     "runtime": {"ray": {"num_cpus": 2}},
 }  # fmt: skip
 
@@ -95,6 +99,24 @@ def repo_copy(tmp_path: Path) -> Path:
     return copy_repo(tmp_path / "repo")
 
 
+def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "dvc"), *args], cwd=cwd, capture_output=True, text=True, timeout=900
+    )
+
+
+@pytest.fixture(scope="session")
+def reproduced(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A small copy after one full `dvc repro` (every area, models included) and its output.
+
+    Shared by the tests that only read the results; copy it before changing anything.
+    """
+    root = copy_repo(tmp_path_factory.mktemp("reproduced") / "repo")
+    result = dvc("repro", cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root, result
+
+
 def run_cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
@@ -104,7 +126,7 @@ def run_cli(
         capture_output=True,
         text=True,
         env={**os.environ, **(env or {})},
-        timeout=300,
+        timeout=900,
     )
 
 

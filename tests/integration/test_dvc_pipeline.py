@@ -9,18 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.core.dvc_stages import area_stages, pipeline_stages, stale_stages
-from tests.conftest import BIN, copy_repo, run_cli
+from tests.conftest import copy_repo, dvc, run_cli
 
 pytestmark = pytest.mark.integration
 
 DOCS = "data/interim/corpus/docs.parquet"
 METRICS = "data/interim/corpus/ingest_metrics.json"
-
-
-def dvc(*args, cwd):
-    return subprocess.run(
-        [str(BIN / "dvc"), *args], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
 
 
 def assert_phases_follow_schedule(root):
@@ -51,22 +45,21 @@ def test_ingest_reads_every_shipped_translation(tmp_path):
     assert len(set(docs.column("lang").to_pylist())) == metrics["languages"] + 1  # + und
 
 
-def test_dvc_repro_runs_every_stage_then_does_nothing(repo_copy):
-    first = dvc("repro", cwd=repo_copy)
-    assert first.returncode == 0, first.stderr
-    for stage in pipeline_stages(repo_copy):
+def test_dvc_repro_runs_every_stage_then_does_nothing(reproduced):
+    root, first = reproduced
+    for stage in pipeline_stages(root):
         assert f"Running stage '{stage.dvc_name}'" in first.stdout
-    assert_phases_follow_schedule(repo_copy)
-    lock = (repo_copy / "dvc.lock").read_text()
-    stamp = os.stat(repo_copy / DOCS).st_mtime_ns
+    assert_phases_follow_schedule(root)
+    lock = (root / "dvc.lock").read_text()
+    stamp = os.stat(root / DOCS).st_mtime_ns
 
-    second = dvc("repro", cwd=repo_copy)
+    second = dvc("repro", cwd=root)
     assert second.returncode == 0, second.stderr
     assert "didn't change, skipping" in second.stdout
     assert "Running stage" not in second.stdout
-    assert os.stat(repo_copy / DOCS).st_mtime_ns == stamp
-    assert (repo_copy / "dvc.lock").read_text() == lock
-    assert stale_stages(repo_copy) == {}
+    assert os.stat(root / DOCS).st_mtime_ns == stamp
+    assert (root / "dvc.lock").read_text() == lock
+    assert stale_stages(root) == {}
 
 
 def test_params_change_makes_stage_stale(repo_copy):
@@ -76,12 +69,11 @@ def test_params_change_makes_stage_stale(repo_copy):
     assert stale_stages(repo_copy)["corpus.ingest"] == ["deps: params.yaml:corpus.ingest modified"]
 
 
-def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, prefect_harness):
+def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, reproduced, prefect_harness):
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL
 
-    by_dvc = copy_repo(tmp_path / "by_dvc")
-    assert dvc("repro", cwd=by_dvc).returncode == 0
+    by_dvc, _ = reproduced
     by_flow = copy_repo(tmp_path / "by_flow")
     result = run_cli(
         "flow", "pipeline", cwd=by_flow, env={"PREFECT_API_URL": PREFECT_API_URL.value()}
