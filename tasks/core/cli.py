@@ -76,6 +76,27 @@ def flow(
     load_flow(name)()
 
 
+@app.command()
+def tune(area: Annotated[str, typer.Argument(help="Area whose sweep to run: mlm.")]) -> None:
+    """Run an area's Ray Tune sweep (params.yaml `<area>.tune`); each trial is an MLflow run.
+
+    mlm: ASHA over learning rate × warmup on the pretrain phase; needs `dvc repro corpus-pack`.
+    """
+    import importlib
+
+    from tasks.core.params import load_params
+
+    try:
+        module = importlib.import_module(f"tasks.{area}.tune")
+    except ModuleNotFoundError:
+        raise UserError(f"tune {area}: no sweep for this area; try `paperline tune mlm`") from None
+    root = repo_root()
+    rows = module.sweep(load_params(root / "params.yaml"), root)
+    for row in rows:
+        cells = "  ".join(f"{key}={value}" for key, value in row.items() if value != "")
+        typer.echo(cells)
+
+
 @app.command("status")
 def pipeline_status() -> None:
     """List the stages DVC considers stale, and why."""

@@ -48,6 +48,9 @@ class TrainingParams(StrictModel):
     max_failures: int = Field(default=2, ge=0, description="worker restarts from a checkpoint")
     log_every: int = Field(default=5, ge=1, description="steps between MLflow metric batches")
     seed: int = 0
+    cache_dataset: bool = Field(
+        default=True, description="materialize the shards once (false: stream, re-read each epoch)"
+    )
     scaling: ScalingParams = ScalingParams()
 
 

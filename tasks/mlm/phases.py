@@ -12,6 +12,7 @@ the next phase finds its parent run, and mlm.evaluate each phase's run, by that 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -163,17 +164,18 @@ def train_phase(
     checkpoint = trainer.fit(config, plan, params, scratch)
     state = read_json(checkpoint / "state.json")
     manifest = read_json(inputs["shards"] / "manifest.json")
-    card = phase_card(phase, params, manifest, state)
+    card = phase_card(phase, params, manifest, state)  # the folder's copy: no run-specific lines
+    registry_card = dataclasses.replace(card, lineage=tracking.lineage_tags(lineage_inputs))
     tokenizer = load_tokenizer(inputs["tokenizer"])
     with mlflow.start_run(run_id=runs["run_id"]):
         info = tracking.log_transformers_model(
-            load_model(checkpoint), tokenizer, "model", card, task="fill-mask"
+            load_model(checkpoint), tokenizer, "model", registry_card, task="fill-mask"
         )
         mlflow.log_dict(manifest, "data/manifest.json")
         mlflow.log_artifacts(str(inputs["tokenizer"]), "tokenizer")
         mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
         version = tracking.register_model(
-            info.model_uri, params.registered_model, card, ALIASES[phase]
+            info.model_uri, params.registered_model, registry_card, ALIASES[phase]
         )
     client.set_tag(runs["run_id"], DIGEST_TAG, weights_digest(checkpoint))
     client.set_terminated(runs["run_id"])

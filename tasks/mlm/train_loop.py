@@ -130,7 +130,7 @@ def train_loop(config: dict[str, Any]) -> None:
         state = restore_checkpoint(checkpoint, model, optimizer, scheduler)
         state["resumed_from"].append(state["step"])
     masker = Masker(tokenizer, config["mask_ratio"], config["seed"])
-    metrics_log = MetricsLog(config) if rank == 0 else None
+    metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     shard = ray.train.get_dataset_shard("train")
@@ -167,6 +167,7 @@ def train_loop(config: dict[str, Any]) -> None:
             if step % config["log_every"] and not checkpoint_now:
                 continue
             elapsed = time.perf_counter() - window_start
+            window_start = time.perf_counter()  # reporting below counts in the next window
             values = {
                 "loss": sum(window) / len(window),
                 "learning_rate": scheduler.get_last_lr()[0],
@@ -183,7 +184,6 @@ def train_loop(config: dict[str, Any]) -> None:
                 report_checkpoint({"step": step, **values}, model, optimizer, scheduler, state)
             else:
                 ray.train.report({"step": step, **values})
-            window_start = time.perf_counter()  # reporting is not training time
     if metrics_log:
         metrics_log.flush()
 

@@ -128,14 +128,24 @@ def prepare_scratch(folder: Path, digest: str) -> bool:
     return False
 
 
+def read_shards(folder: Path) -> Any:
+    import ray.data
+
+    return ray.data.read_parquet(str(folder), file_extensions=["parquet"], columns=["input_ids"])
+
+
 def fit(
     config: dict[str, Any],
     plan: PhasePlan,
     params: MlmParams,
     storage: Path,
     callbacks: Sequence[Any] = (),
+    dataset: Any = None,
 ) -> Path:
-    """Fit the phase's TorchTrainer under `storage`; returns the final checkpoint's folder."""
+    """Fit the phase's TorchTrainer under `storage`; returns the final checkpoint's folder.
+
+    `dataset` defaults to streaming the phase's shards through Ray Data.
+    """
     import ray
     import ray.data
     import ray.train
@@ -146,9 +156,10 @@ def fit(
     data_context = ray.data.DataContext.get_current()
     data_context.execution_options.preserve_order = True
     data_context.enable_progress_bars = False  # the training loop logs its own progress
-    dataset = ray.data.read_parquet(
-        str(plan.shard_dir), file_extensions=["parquet"], columns=["input_ids"]
-    )
+    if dataset is None:
+        dataset = read_shards(plan.shard_dir)
+        if params.training.cache_dataset:  # read once, not once per epoch
+            dataset = dataset.materialize()
     training = params.training
     scaling = training.scaling
     resources = {"CPU": scaling.cpus_per_worker}

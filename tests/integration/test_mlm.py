@@ -1,0 +1,126 @@
+"""The mmBERT encoder end to end: three phases in the registry, and resuming after kills."""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from tests.conftest import BIN
+
+pytestmark = pytest.mark.integration
+
+PHASES = ("pretrain", "mid", "decay")
+EVERY = 5  # checkpoint interval of the kill/resume run
+
+
+def configure_store(root):
+    from tasks.core import tracking
+    from tasks.core.params import MlflowParams
+
+    tracking.configure(MlflowParams(), root=root)
+
+
+def test_registry_serves_every_phase_by_alias_and_fills_a_mask(reproduced):
+    import mlflow
+
+    root, _ = reproduced
+    configure_store(root)
+    client = mlflow.MlflowClient()
+    versions = {
+        alias: client.get_model_version_by_alias("paperline-mmbert", alias)
+        for alias in ("phase-pretrain", "phase-mid", "phase-decay", "candidate")
+    }
+    assert versions["phase-decay"].version == versions["candidate"].version
+    assert len({versions[a].version for a in ("phase-pretrain", "phase-mid", "candidate")}) == 3
+    for version in versions.values():
+        assert "## Held-out MLM loss by language tier" in version.description
+        assert version.tags["git_commit"]
+        assert client.get_run(version.run_id).data.tags["phase"] in PHASES
+    parents = {client.get_run(v.run_id).data.tags["mlflow.parentRunId"] for v in versions.values()}
+    assert len(parents) == 1  # one pipeline run, a child run per phase
+    parent = client.get_run(parents.pop())
+    assert "eval_loss_decay_after_decay" in parent.data.metrics
+
+    fill = mlflow.transformers.load_model("models:/paperline-mmbert@candidate")
+    guesses = fill("Everyone has the right to [MASK].")
+    scores = [g["score"] for g in guesses]
+    assert len(guesses) == 5 and scores == sorted(scores, reverse=True) and sum(scores) <= 1
+    special = set(fill.tokenizer.all_special_ids)
+    assert all(g["token"] not in special and "[MASK]" not in g["sequence"] for g in guesses)
+
+
+def test_phases_continue_one_curve_and_metrics_cover_every_tier(reproduced):
+    root, _ = reproduced
+    last = 0
+    for phase in PHASES:
+        with open(root / f"models/mmbert/curves/{phase}.csv") as handle:
+            steps = [int(row["step"]) for row in csv.DictReader(handle)]
+        state = json.loads((root / f"models/mmbert/{phase}/state.json").read_text())
+        assert state["first_step"] == last + 1 and steps[-1] == state["last_step"]
+        assert steps == sorted(steps) and steps[0] > last
+        last = state["last_step"]
+    metrics = json.loads((root / "models/mmbert/metrics.json").read_text())
+    for phase in PHASES:
+        assert set(metrics[phase]) == {"pretrain", "mid", "decay"}
+        assert all(0 < loss < 20 for loss in metrics[phase].values())
+    assert (root / "models/mmbert/eval_table.md").read_text().startswith("| languages first")
+
+
+def newest_checkpoint(scratch):
+    steps = [int(p.name.split("-")[1]) for p in scratch.glob("step-*") if p.is_dir()]
+    return max(steps, default=0)
+
+
+def wait_for(condition, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def start_pretrain(root):
+    return subprocess.Popen(
+        [str(BIN / "paperline"), "stage", "mlm.pretrain"], cwd=root, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+
+
+def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(reproduced, tmp_path):
+    root = tmp_path / "repo"
+    shutil.copytree(reproduced[0], root, symlinks=True, ignore=shutil.ignore_patterns(".paperline"))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["mlm"]["phases"]["pretrain"]["epochs"] = 6  # long enough to kill twice
+    params["mlm"]["training"]["checkpoint_every"] = EVERY
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    scratch = root / ".paperline/ray/mlm/pretrain"
+
+    run = start_pretrain(root)
+    seen = wait_for(lambda: newest_checkpoint(scratch) >= 10 and newest_checkpoint(scratch), 240,
+                    "a checkpoint at step 10")  # fmt: skip
+    worker = int((scratch / "rank-0.pid").read_text())
+    os.kill(worker, signal.SIGKILL)  # Ray Train restarts the worker from its last checkpoint
+    wait_for(lambda: int((scratch / "rank-0.pid").read_text() or 0) != worker, 120, "a new worker")
+    after_restart = wait_for(
+        lambda: (step := newest_checkpoint(scratch)) > seen + 5 and step, 240, "a later checkpoint"
+    )
+    os.killpg(run.pid, signal.SIGKILL)  # the whole run dies: driver, Ray, workers
+    run.wait(timeout=60)
+
+    rerun = start_pretrain(root)
+    output, _ = rerun.communicate(timeout=600)
+    assert rerun.returncode == 0, output[-3000:]
+    assert "resuming" in output
+    state = json.loads((root / "models/mmbert/pretrain/state.json").read_text())
+    first, second = state["resumed_from"]
+    # a checkpoint folder appears just before Ray registers it, hence the one-step slack
+    assert seen - EVERY <= first < after_restart and first > 0 and first % EVERY == 0
+    assert second >= after_restart - EVERY and second > first and second % EVERY == 0
+    assert state["steps"] == state["last_step"] > second
