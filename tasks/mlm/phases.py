@@ -192,7 +192,12 @@ def train_phase(
     log.info("mlm.%s: %d steps, %d tokens, loss %.3f, registered %s v%s (%s)", phase,
              state["step"], state["tokens"], state["curve"][-1]["loss"], params.registered_model,
              version, ", ".join(ALIASES[phase]))  # fmt: skip
-    return {"model": folder, "curve": curve_csv(state["curve"])}
+    metrics = {
+        "steps": state["step"], "tokens_seen": state["tokens"],
+        "final_loss": round(state["curve"][-1]["loss"], 5), "sequences": plan.sequences,
+        "workers": plan.world_size, "resumed_from": state["resumed_from"],
+    }  # fmt: skip
+    return {"model": folder, "curve": curve_csv(state["curve"]), "metrics": metrics}
 
 
 def phase_stage(phase: str) -> Stage:
@@ -212,7 +217,11 @@ def phase_stage(phase: str) -> Stage:
         run=run,
         params_key="mlm",
         inputs=inputs,
-        outputs={"model": f"models/mmbert/{phase}", "curve": f"models/mmbert/curves/{phase}.csv"},
+        outputs={
+            "model": f"models/mmbert/{phase}",
+            "curve": f"models/mmbert/curves/{phase}.csv",
+            "metrics": f"models/mmbert/curves/{phase}_metrics.json",
+        },
         uses_ray=True,
         uses_runtime=True,
     )

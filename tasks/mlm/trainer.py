@@ -131,6 +131,9 @@ def prepare_scratch(folder: Path, digest: str) -> bool:
 def read_shards(folder: Path) -> Any:
     import ray.data
 
+    data_context = ray.data.DataContext.get_current()
+    data_context.execution_options.preserve_order = True  # batches in file order: resumable
+    data_context.enable_progress_bars = False  # the training loop logs its own progress
     return ray.data.read_parquet(str(folder), file_extensions=["parquet"], columns=["input_ids"])
 
 
@@ -153,9 +156,6 @@ def fit(
 
     from tasks.mlm.train_loop import train_loop
 
-    data_context = ray.data.DataContext.get_current()
-    data_context.execution_options.preserve_order = True
-    data_context.enable_progress_bars = False  # the training loop logs its own progress
     if dataset is None:
         dataset = read_shards(plan.shard_dir)
         if params.training.cache_dataset:  # read once, not once per epoch

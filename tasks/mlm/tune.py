@@ -76,7 +76,9 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
             client.set_terminated(run_id)
 
     tuner = tune.Tuner(
-        tune.with_resources(driver, {"cpu": 0}),  # the trial's Train worker holds the CPUs
+        # A trial only drives its TorchTrainer, whose workers hold the CPUs; Tune refuses an
+        # empty request, so the driver asks for one byte of memory and no CPU.
+        tune.with_resources(driver, {"cpu": 0, "memory": 1}),
         param_space={
             "learning_rate": tune.grid_search(space.learning_rates),
             "warmup_steps": tune.grid_search(space.warmup_steps),

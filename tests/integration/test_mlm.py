@@ -124,3 +124,32 @@ def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(reproduc
     assert seen - EVERY <= first < after_restart and first > 0 and first % EVERY == 0
     assert second >= after_restart - EVERY and second > first and second % EVERY == 0
     assert state["steps"] == state["last_step"] > second
+
+
+def test_tune_sweep_logs_every_trial_under_one_parent_run(reproduced, tmp_path):
+    import mlflow
+
+    from tests.conftest import run_cli
+
+    root = tmp_path / "repo"
+    shutil.copytree(reproduced[0], root, symlinks=True, ignore=shutil.ignore_patterns(".paperline"))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["mlm"]["tune"] = {
+        "learning_rates": [1e-3, 1e-2], "warmup_steps": [0], "max_steps": 8,
+        "grace_period": 2, "reduction_factor": 2, "max_concurrent_trials": 2,
+    }  # fmt: skip
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+
+    result = run_cli("tune", "mlm", cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("learning_rate=")]
+    assert len(rows) == 2 and all("error=" not in row for row in rows)
+
+    configure_store(root)
+    experiment = mlflow.get_experiment_by_name("paperline-mmbert-tune")
+    runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    parents = [r for r in runs if r.info.run_name == "pretrain-asha"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    assert len(parents) == 1 and "best_loss" in parents[0].data.metrics
+    assert {r.data.params["learning_rate"] for r in children} == {"0.001", "0.01"}
+    assert all("loss" in r.data.metrics for r in children)
