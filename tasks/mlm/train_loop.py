@@ -155,6 +155,7 @@ def train_loop(config: dict[str, Any]) -> None:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), config["grad_clip"])
             optimizer.step()
+            learning_rate = scheduler.get_last_lr()[0]  # the rate this step used
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             state["step"] += 1
@@ -170,7 +171,7 @@ def train_loop(config: dict[str, Any]) -> None:
             window_start = time.perf_counter()  # reporting below counts in the next window
             values = {
                 "loss": sum(window) / len(window),
-                "learning_rate": scheduler.get_last_lr()[0],
+                "learning_rate": learning_rate,
                 "tokens_per_second": window_tokens / max(elapsed, 1e-9),
                 "tokens_seen": state["tokens"],
             }
