@@ -33,6 +33,7 @@ test: setup
 bench: setup
 	$(BIN)/python benchmarks/atomic_io.py
 	$(BIN)/python benchmarks/corpus_filter_dedup.py --mb 50
+	$(BIN)/python benchmarks/mlm_throughput.py --steps 60
 
 lint: setup
 	$(BIN)/ruff check .
