@@ -71,7 +71,7 @@ class Params(StrictModel):
 
     runtime: RuntimeParams = RuntimeParams()
     corpus: CorpusParams
-    mlm: MlmParams
+    mlm: MlmParams = MlmParams()
 
 
 def load_params(path: Path | None = None) -> Params:

@@ -77,7 +77,13 @@ class MlmParams(StrictModel):
     experiment: str = "paperline-mmbert"
     registered_model: str = "paperline-mmbert"
     training: TrainingParams = TrainingParams()
-    phases: dict[Literal["pretrain", "mid", "decay"], PhaseTrainingParams]
+    phases: dict[Literal["pretrain", "mid", "decay"], PhaseTrainingParams] = Field(
+        default_factory=lambda: {
+            "pretrain": PhaseTrainingParams(learning_rate=2e-3, warmup_steps=10),
+            "mid": PhaseTrainingParams(learning_rate=1e-3),
+            "decay": PhaseTrainingParams(learning_rate=1e-3, epochs=2, schedule="one_minus_sqrt"),
+        }
+    )
     eval: EvalParams = EvalParams()
     tune: TuneParams = TuneParams()
 
