@@ -69,7 +69,6 @@ class TuneParams(StrictModel):
     grace_period: int = Field(default=10, ge=1, description="steps before ASHA may stop a trial")
     reduction_factor: int = Field(default=3, ge=2)
     max_concurrent_trials: int = Field(default=2, ge=1)
-    cpus_per_trial: float = Field(default=1, gt=0)
 
 
 class MlmParams(StrictModel):

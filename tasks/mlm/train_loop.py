@@ -81,7 +81,7 @@ def initial_model(config: dict[str, Any], tokenizer: Any) -> Any:
 
 
 class MetricsLog:
-    """Rank 0's per-step metrics, sent to the phase's MLflow run in batches."""
+    """Rank 0's per-step metrics, sent to the phase's MLflow run at every report."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         from mlflow import MlflowClient
@@ -177,11 +177,10 @@ def train_loop(config: dict[str, Any]) -> None:
             }
             state["curve"].append({"step": offset + step, "phase_step": step, **values})
             window, window_tokens = [], 0
-            if metrics_log:
+            if metrics_log:  # before reporting: Tune may stop the trial at this report
                 metrics_log.add(offset + step, values)
+                metrics_log.flush()
             if checkpoint_now:
-                if metrics_log:  # what the checkpoint's curve holds is in MLflow too
-                    metrics_log.flush()
                 report_checkpoint({"step": step, **values}, model, optimizer, scheduler, state)
             else:
                 ray.train.report({"step": step, **values})
