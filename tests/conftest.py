@@ -46,6 +46,7 @@ SMALL_PARAMS = {
         "training": {"batch_size": 16, "checkpoint_every": 5, "log_every": 2},
         "eval": {"batch_size": 16},
     },
+    "kg": {"qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30}},
     "runtime": {"ray": {"num_cpus": 2}},
 }  # fmt: skip
 
@@ -66,7 +67,9 @@ def shrink_repo(root: Path) -> Path:
         if path.name not in keep:
             path.unlink()
     params = root / "params.yaml"
-    params.write_text(yaml.safe_dump(merge(yaml.safe_load(params.read_text()), SMALL_PARAMS)))
+    small = merge(yaml.safe_load(params.read_text()), SMALL_PARAMS)
+    small["runtime"].setdefault("services", {}).setdefault("oxigraph", {})["port"] = free_port()
+    params.write_text(yaml.safe_dump(small))
     return root
 
 

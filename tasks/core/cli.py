@@ -21,8 +21,10 @@ app = typer.Typer(
 )
 services_app = typer.Typer(help="Start, stop and check local servers on 127.0.0.1.")
 params_app = typer.Typer(help="Validate params.yaml.")
+kg_app = typer.Typer(help="Query the knowledge graph the way the kg stages do.")
 app.add_typer(services_app, name="services")
 app.add_typer(params_app, name="params")
+app.add_typer(kg_app, name="kg")
 
 ServiceName = Annotated[
     str | None,
@@ -122,6 +124,40 @@ def params_check(
     typer.echo(f"{target.name}: OK ({', '.join(type(loaded).model_fields)})")
 
 
+OBJECT_HELP = "Object: an item, or a value with --answer-type date, number or rank."
+ENDPOINT_HELP = "SPARQL endpoint URL; default: kg.sparql in params.yaml (the local slice)."
+
+
+@kg_app.command("paths")
+def kg_paths(
+    subject: Annotated[str, typer.Option(help="Subject item, e.g. Q42.")],
+    object_: Annotated[str, typer.Option("--object", help=OBJECT_HELP)],
+    max_hops: Annotated[int, typer.Option(min=1, max=2, help="1 or 2.")] = 2,
+    endpoint: Annotated[str | None, typer.Option(help=ENDPOINT_HELP)] = None,
+    answer_type: Annotated[str, typer.Option(help="entity, date, number or rank.")] = "entity",
+    filter_paths: Annotated[
+        bool, typer.Option("--filter/--no-filter", help="MultiHal's path filter.")
+    ] = True,
+    all_hops: Annotated[
+        bool, typer.Option("--all-hops", help="Also 2-hop paths when a 1-hop one exists.")
+    ] = False,
+) -> None:
+    """Print the paths between two entities as JSON lines, through the kg.mine miner,
+    cache and filters: {"hops": n, "path": ["Q…", "P…", "Q…", …]}."""
+    import json
+
+    from tasks.core.params import load_params
+    from tasks.kg.paths_query import paths_between
+
+    root = repo_root()
+    params = load_params(root / "params.yaml")
+    found = paths_between(params, root, subject, object_, answer_type=answer_type,
+                          max_hops=max_hops, endpoint_url=endpoint, use_filter=filter_paths,
+                          all_hops=all_hops)  # fmt: skip
+    for path in found:
+        typer.echo(json.dumps({"hops": len(path) // 2, "path": list(path)}))
+
+
 def _names(name: str | None) -> tuple[str, ...]:
     from tasks.core.services import SERVICES
 
@@ -135,7 +171,12 @@ def services_up(name: ServiceName = None) -> None:
 
     runtime = _runtime()
     for each in _names(name):
-        typer.echo(services.up(each, runtime).describe())
+        state = services.up(each, runtime)
+        typer.echo(state.describe())
+        if each == "oxigraph":
+            from tasks.kg.endpoint import serve_slice_note
+
+            typer.echo(serve_slice_note(state.url, repo_root()))
 
 
 @services_app.command("down")

@@ -16,6 +16,7 @@ from tasks.core.errors import ParamsError
 from tasks.core.paths import repo_root
 from tasks.core.strict_model import StrictModel
 from tasks.corpus.params import CorpusParams
+from tasks.kg.params import KgParams
 from tasks.mlm.params import MlmParams
 
 
@@ -72,6 +73,7 @@ class Params(StrictModel):
     runtime: RuntimeParams = RuntimeParams()
     corpus: CorpusParams
     mlm: MlmParams = MlmParams()
+    kg: KgParams = KgParams()
 
 
 def load_params(path: Path | None = None) -> Params:

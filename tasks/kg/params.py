@@ -1,0 +1,95 @@
+"""params.yaml `kg:` section: the Wikidata slice, QA input, linking, SPARQL mining, judging."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tasks.core.strict_model import StrictModel
+
+LANGUAGES = ("ar", "de", "en", "es", "ru", "zh")  # CoDEx-S property labels
+
+
+class SliceParams(StrictModel):
+    languages: list[str] = Field(default_factory=lambda: list(LANGUAGES), min_length=1)
+    include_valid: bool = Field(default=True, description="valid.txt triples are true facts")
+
+
+class QaSourceParams(StrictModel):
+    """One of MultiHal's QA sources, from the Hugging Face hub or local files."""
+
+    name: Literal["truthfulqa", "halueval", "halubench", "felm", "simpleqa", "defan", "shroom"]
+    path: str = Field(description="hub dataset id, or a local csv/json/jsonl/parquet file")
+    config: str | None = None
+    split: str = "test"
+    max_rows: int | None = Field(default=None, ge=1)
+
+
+class QaParams(StrictModel):
+    one_hop_questions: int = Field(default=300, ge=0, description="from CoDEx-S valid.txt")
+    two_hop_questions: int = Field(default=150, ge=0, description="2-hop compositions")
+    simpleqa_rows: int = Field(default=100, ge=0, description="sample of the local SimpleQA")
+    seed: int = 13
+    sources: list[QaSourceParams] = Field(default_factory=list, description="hub/local extras")
+
+
+class LinkingParams(StrictModel):
+    """Offline: a label/alias index read from the endpoint. Production: Falcon 2.0, then
+    Wikidata's wbsearchentities for what Falcon misses."""
+
+    backend: Literal["index", "falcon", "wikidata_search"] = "index"
+    falcon_url: str = "https://labs.tib.eu/falcon/falcon2/api?mode=long&k=3&db=1"
+    wikidata_api_url: str = "https://www.wikidata.org/w/api.php"
+    language: str = "en"
+    max_ngram: int = Field(default=6, ge=1, description="index: longest span looked up")
+    max_objects: int = Field(default=5, ge=1, description="MultiHal: answer + optional, ≤ 5")
+
+
+class SparqlParams(StrictModel):
+    """The endpoint and how the miner talks to it."""
+
+    backend: Literal["oxigraph", "wikidata"] = "oxigraph"
+    wikidata_url: str = "https://query.wikidata.org/sparql"
+    user_agent: str = (
+        "paperline-kg/0.1 (https://github.com/paperline/paperline; paperline@example.org)"
+    )
+    pairs_per_query: int = Field(default=100, ge=1, description="(subject, object) in VALUES")
+    page_size: int = Field(default=10_000, ge=1, description="LIMIT per page")
+    timeout_seconds: float = Field(default=60, gt=0)
+    retries: int = Field(default=5, ge=0)
+    backoff_seconds: float = Field(default=0.5, ge=0, description="doubles each retry")
+    max_backoff_seconds: float = Field(default=60, gt=0)
+    concurrency: int = Field(default=2, ge=1, description="queries in flight (Wikidata asks ≤ 5)")
+    cache: str = Field(default=".paperline/kg/sparql-cache.sqlite", description="responses")
+
+
+class MineParams(StrictModel):
+    max_hops: Literal[1, 2] = 2
+    stop_at_first_hit: bool = Field(default=True, description="MultiHal: 2 hops only if 1 fails")
+    removed_properties: list[str] = Field(
+        default_factory=lambda: ["P10", "P18", "P51", "P989", "P2717"],
+        description="dropped besides ids_to_remove.json and ' ID'/'URL' labels",
+    )
+
+
+class JudgeParams(StrictModel):
+    """Offline: a documented deterministic scorer. Production: an OpenAI-compatible LLM."""
+
+    backend: Literal["heuristic", "openai"] = "heuristic"
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "meta-llama/Llama-3.3-70B-Instruct"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=0.3, ge=0)
+    top_paths: int = Field(default=10, ge=1, description="more paths → pick top-10 twice")
+    min_score: int = Field(default=4, ge=1, le=5, description="keep paths scored ≥ this")
+    seed: int = 13
+
+
+class KgParams(StrictModel):
+    slice: SliceParams = SliceParams()
+    qa: QaParams = QaParams()
+    linking: LinkingParams = LinkingParams()
+    sparql: SparqlParams = SparqlParams()
+    mine: MineParams = MineParams()
+    judge: JudgeParams = JudgeParams()
