@@ -34,6 +34,7 @@ bench: setup
 	$(BIN)/python benchmarks/atomic_io.py
 	$(BIN)/python benchmarks/corpus_filter_dedup.py --mb 50
 	$(BIN)/python benchmarks/mlm_throughput.py --steps 60
+	$(BIN)/python benchmarks/kg_mining.py --pairs 1000
 
 lint: setup
 	$(BIN)/ruff check .

@@ -167,7 +167,9 @@ def test_a_dead_endpoint_fails_clearly_and_loses_nothing(kg_root, tmp_path):
     params = yaml.safe_load((work / "params.yaml").read_text())
     params["runtime"]["services"]["oxigraph"]["port"] = free_port()
     (work / "params.yaml").write_text(yaml.safe_dump(params))
-    assert run_cli("stage", "kg.qa", cwd=work).returncode == 0  # its own Oxigraph
+    assert run_cli("stage", "kg.qa", cwd=work).returncode == 0  # starts its own Oxigraph…
+    runtime = load_params(work / "params.yaml").runtime
+    assert services.status("oxigraph", runtime, work).state == "stopped"  # …and stops it
     before = (work / "data/interim/kg/qa.parquet").read_bytes()
     cache = work / ".paperline/kg/sparql-cache.sqlite"
     cached = len(requests_cache.CachedSession(str(cache)).cache.responses)
@@ -181,6 +183,14 @@ def test_a_dead_endpoint_fails_clearly_and_loses_nothing(kg_root, tmp_path):
     assert len(retries) == 2 and f"SPARQL endpoint {dead}: no answer after 3 attempts" in line
     assert (work / "data/interim/kg/qa.parquet").read_bytes() == before  # output intact
     assert len(requests_cache.CachedSession(str(cache)).cache.responses) == cached > 0
+
+
+def test_services_up_serves_the_slice(kg_root):
+    root, _ = kg_root
+    result = run_cli("services", "up", "oxigraph", cwd=root)
+    assert result.returncode == 0, result.stderr
+    assert "oxigraph: running at" in result.stdout
+    assert f"oxigraph: serving {endpoint.SLICE}" in result.stdout
 
 
 def test_cli_prints_paths_as_json_lines(kg_root):
