@@ -46,7 +46,8 @@ SMALL_PARAMS = {
         "training": {"batch_size": 16, "checkpoint_every": 5, "log_every": 2},
         "eval": {"batch_size": 16},
     },
-    "kg": {"qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30}},
+    "kg": {"qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
+           "eval": {"max_items": 40}},
     "runtime": {"ray": {"num_cpus": 2}},
 }  # fmt: skip
 

@@ -40,13 +40,18 @@ def is_property(element: str) -> bool:
     return element[:1] == "P" and element[1:].isdigit()
 
 
-def render(path: Sequence[str], labels: Labels, language: str) -> str:
-    """'Q1 P2 Q3' as labels in `language`; an id without a label there stays its id."""
-    return " ".join(
+def render_parts(path: Sequence[str], labels: Labels, language: str) -> list[str]:
+    """Each element of the path as its label in `language`; one without a label stays its id."""
+    return [
         labels.get(element, {}).get(language, element)
         if is_item(element) or is_property(element) else element
         for element in path
-    )  # fmt: skip
+    ]  # fmt: skip
+
+
+def render(path: Sequence[str], labels: Labels, language: str) -> str:
+    """'Q1 P2 Q3' as labels in `language` (see `render_parts`)."""
+    return " ".join(render_parts(path, labels, language))
 
 
 def unlabelled(path: Sequence[str], labels: Labels) -> list[str]:

@@ -2,7 +2,8 @@
 
 One row per (QA item, path). For entity answers the reversed pair is mined too (MultiHal
 does so for answer type "other"). `trip_labels` holds the path in every slice language;
-ids without a label stay ids and are listed in `unlabelled`.
+`path_labels` the same element by element; ids without a label stay ids and are listed in
+`unlabelled`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from tasks.core.params import RuntimeParams
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage
 from tasks.kg import codex, endpoint
-from tasks.kg.labels import fetch_labels, render, unlabelled
+from tasks.kg.labels import fetch_labels, render, render_parts, unlabelled
 from tasks.kg.miner import KgPath, PropertyLists, mine_paths
 from tasks.kg.params import KgParams
 from tasks.kg.path_filter import PathFilter
@@ -73,6 +74,7 @@ def path_rows(
                 **item, "id": f"{item['id']}-{n:03d}", "qa_id": item["id"],
                 "path": list(path), "hops": len(path) // 2, "responses": " ".join(path),
                 "trip_labels": {lang: render(path, labels, lang) for lang in languages},
+                "path_labels": {lang: render_parts(path, labels, lang) for lang in languages},
                 "unlabelled": unlabelled(path, labels),
             })  # fmt: skip
     return rows
@@ -80,9 +82,11 @@ def path_rows(
 
 def paths_schema(qa: pa.Schema, languages: list[str]) -> pa.Schema:
     labels = pa.struct([(lang, pa.string()) for lang in languages])
+    parts = pa.struct([(lang, pa.list_(pa.string())) for lang in languages])
     return pa.schema([
         *qa, ("qa_id", pa.string()), ("path", pa.list_(pa.string())), ("hops", pa.int8()),
-        ("responses", pa.string()), ("trip_labels", labels), ("unlabelled", pa.list_(pa.string())),
+        ("responses", pa.string()), ("trip_labels", labels), ("path_labels", parts),
+        ("unlabelled", pa.list_(pa.string())),
     ])  # fmt: skip
 
 

@@ -86,6 +86,49 @@ class JudgeParams(StrictModel):
     seed: int = 13
 
 
+class ExamplesParams(StrictModel):
+    """Detector examples: (question, path in one language, candidate answer) → supported?"""
+
+    test_fraction: float = Field(default=0.2, gt=0, lt=1, description="of questions, by hash")
+    languages_per_path: int = Field(default=2, ge=1, description="label languages sampled")
+    seed: int = 13
+
+
+class DetectorParams(StrictModel):
+    """The hallucination detector: a cross-encoder fine-tuned with Ray Train."""
+
+    backbone: Literal["minilm", "mmbert"] = "minilm"
+    mmbert_model: str = Field(default="paperline-mmbert", description="registered model")
+    mmbert_alias: str = "candidate"
+    registered_model: str = "paperline-kg-halludetect"
+    experiment: str = "paperline-kg-halludetect"
+    max_length: int = Field(default=96, ge=16)
+    batch_size: int = Field(default=32, ge=1)
+    epochs: float = Field(default=2.0, gt=0)
+    learning_rate: float = Field(default=5e-5, gt=0)
+    weight_decay: float = Field(default=0.01, ge=0)
+    warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
+    log_every: int = Field(default=10, ge=1)
+    num_workers: int = Field(default=1, ge=1)
+    cpus_per_worker: float = Field(default=1, gt=0)
+    torch_threads: int | None = Field(default=None, ge=1, description="null = cpus_per_worker")
+    use_gpu: bool = False
+    max_failures: int = Field(default=1, ge=0)
+    threshold: float = Field(default=0.5, gt=0, lt=1, description="P(supported) for F1")
+    seed: int = 13
+
+
+class EvalParams(StrictModel):
+    """MultiHal's KG-RAG vs vanilla comparison."""
+
+    answer_backend: Literal["extractive", "openai"] = "extractive"
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "meta-llama/Llama-3.3-70B-Instruct"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(default=1.0, ge=0, description="MultiHal answers at 1")
+    max_items: int | None = Field(default=None, ge=1)
+
+
 class KgParams(StrictModel):
     slice: SliceParams = SliceParams()
     qa: QaParams = QaParams()
@@ -93,3 +136,6 @@ class KgParams(StrictModel):
     sparql: SparqlParams = SparqlParams()
     mine: MineParams = MineParams()
     judge: JudgeParams = JudgeParams()
+    examples: ExamplesParams = ExamplesParams()
+    detector: DetectorParams = DetectorParams()
+    eval: EvalParams = EvalParams()

@@ -210,3 +210,53 @@ def test_llm_replies_are_parsed_defensively():
     assert parse_picks("Paths 3, 1 and 3; also 99", count=5, k=2) == [2, 0]
     assert parse_score("Score: 4/5") == 4
     assert parse_score("I cannot tell") == 1
+
+
+def test_examples_split_by_question_and_negatives_share_the_answers_type():
+    from tasks.kg.examples import TypeSwapper, build_examples, split_of
+    from tasks.kg.params import KgParams
+
+    seed = REPO / "data" / "seed" / "codex-s"
+    swapper = TypeSwapper(seed)
+    row = {"id": "q-000", "qa_id": "q", "answer_type": "entity", "objects": ["Q30"], "hops": 1,
+           "input": "What is the country of citizenship of Q76?", "output": "Q30",
+           "incorrect_answers": [],
+           "trip_labels": {lang: f"Q76 {lang} Q30" for lang in "ab"}}  # fmt: skip
+    params = KgParams.model_validate({"slice": {"languages": ["a", "b"]}})
+    rows = [{**row, "id": f"q{n}-000", "qa_id": f"q{n}"} for n in range(200)]
+    examples = build_examples(rows, params, swapper)
+    splits = {}
+    for example in examples:
+        splits.setdefault(example["qa_id"], set()).add(example["split"])
+    assert all(len(s) == 1 for s in splits.values())  # no question on both sides
+    test_share = sum(s == {"test"} for s in splits.values()) / len(splits)
+    assert 0.1 < test_share < 0.3 and split_of("q7", 0.2) == split_of("q7", 0.2)
+    negatives = {e["answer"] for e in examples if e["label"] == 0}
+    assert "Q30" not in negatives and negatives
+    assert all(set(swapper.types[q]) & set(swapper.types["Q30"]) for q in negatives)
+
+
+def test_extractive_reader_answers_with_the_paths_last_unasked_entity():
+    from tasks.kg.answering import ExtractiveReader
+
+    reader = ExtractiveReader()
+    question = "What is the official language of the country of Q76?"
+    assert (
+        reader.answer(question, ["Q76", "country", "Q30", "official language", "Q1860"]) == "Q1860"
+    )
+    assert (
+        reader.answer("Is Q1860 spoken in Q30?", ["Q30", "official language", "Q1860"]) == "Q1860"
+    )
+    assert reader.answer(question, None) == ""
+
+
+def test_detector_scores_per_group():
+    from tasks.kg.detector import scores_by
+
+    rows = [
+        {"label": label, "language": lang}
+        for label, lang in [(1, "en"), (0, "en"), (1, "de"), (0, "de")]
+    ]
+    scores = scores_by(rows, [0.9, 0.1, 0.4, 0.6], "language", threshold=0.5)
+    assert scores["en"] == {"examples": 2, "f1": 1.0, "auroc": 1.0}
+    assert scores["de"]["auroc"] == 0.0 and scores["de"]["f1"] == 0.0

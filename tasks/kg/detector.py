@@ -1,0 +1,236 @@
+"""kg.detector: train the KG-grounded hallucination detector and register it.
+
+A cross-encoder (backbone from params: the packaged MiniLM or this project's mmBERT from
+the registry) fine-tuned with Ray Train on the train questions of kg.examples, then
+scored on the held-out questions: AUROC and F1 overall, per label language and per hop
+count. Logged to MLflow (params, loss curve, metrics, model card) and registered as
+`paperline-kg-halludetect` with aliases `candidate` and `backbone-<name>`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tasks.core import tracking
+from tasks.core.io import Folder, read_json, read_parquet
+from tasks.core.params import RuntimeParams
+from tasks.core.paths import repo_root, state_dir
+from tasks.core.progress import get_logger
+from tasks.core.stage import Stage
+from tasks.kg import backbones, detector_train
+from tasks.kg.params import KgParams
+from tasks.mlm.trainer import fingerprint, prepare_scratch
+
+log = get_logger("paperline.kg.detector")
+MODEL_DIR = "models/kg_halludetect"
+
+
+def predict(
+    model_dir: Path, rows: list[dict[str, Any]], max_length: int, batch: int = 64
+) -> list[float]:
+    """P(supported) for each (question, path_text, answer) row."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir).eval()
+    scores: list[float] = []
+    with torch.no_grad():
+        for start in range(0, len(rows), batch):
+            part = rows[start : start + batch]
+            columns = {k: [r[k] for r in part] for k in ("question", "path_text", "answer")}
+            logits = model(**detector_train.encode(tokenizer, columns, max_length)).logits
+            scores += torch.softmax(logits, dim=-1)[:, 1].tolist()
+    return scores
+
+
+def scores_by(
+    rows: list[dict], probabilities: list[float], key: str | None, threshold: float
+) -> dict:
+    from sklearn.metrics import f1_score, roc_auc_score
+
+    groups: dict[str, list[int]] = {}
+    for index, row in enumerate(rows):
+        groups.setdefault("all" if key is None else str(row[key]), []).append(index)
+    result = {}
+    for name, members in sorted(groups.items()):
+        labels = [rows[i]["label"] for i in members]
+        probs = [probabilities[i] for i in members]
+        entry = {
+            "examples": len(members),
+            "f1": round(float(f1_score(labels, [p >= threshold for p in probs])), 4),
+        }
+        if len(set(labels)) == 2:
+            entry["auroc"] = round(float(roc_auc_score(labels, probs)), 4)
+        result[name] = entry
+    return result
+
+
+def curve_csv(curve: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(
+        buffer, fieldnames=["step", "loss"], extrasaction="ignore", lineterminator="\n"
+    )
+    writer.writeheader()
+    writer.writerows({"step": p["step"], "loss": round(p["loss"], 5)} for p in curve)
+    return buffer.getvalue()
+
+
+def detector_card(params: KgParams, metrics: dict, summary: dict) -> tracking.ModelCard:
+    overall = metrics["test"]["all"]
+    return tracking.ModelCard(
+        name=params.detector.registered_model,
+        summary=(
+            f"KG-grounded hallucination detector (MultiHal): a {params.detector.backbone} "
+            "cross-encoder scoring (question, Wikidata path as text, candidate answer) → "
+            "P(the path supports the answer)."
+        ),
+        training_data=(
+            f"kg.examples over the MultiHal paths mined from the CoDEx-S Wikidata slice: "
+            f"{summary['train']['examples']} training examples from "
+            f"{summary['train']['questions']} questions; positives are gold answers, "
+            "negatives CoDEx's verified-false triples and same-type answer swaps; "
+            f"paths in {', '.join(params.slice.languages)}."
+        ),
+        intended_use="Flag answers a knowledge-graph path does not support (KG-RAG evaluation).",
+        limitations=(
+            "Trained on CoDEx-S items, whose labels are QIDs offline: it learns to compare the "
+            "answer with the path's entities, not world knowledge. Questions are English."
+        ),
+        metrics={"test_auroc": overall.get("auroc", float("nan")), "test_f1": overall["f1"]},
+    )
+
+
+def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+    import mlflow
+    import ray.data
+
+    settings = params.detector
+    root = repo_root()
+    table = read_parquet(inputs["examples"])
+    rows = table.to_pylist()
+    train = [r for r in rows if r["split"] == "train"]
+    test = [r for r in rows if r["split"] == "test"]
+    scratch = state_dir(root) / "ray" / "kg" / "detector"
+    backbone = backbones.backbone_folder(settings, runtime, state_dir(root) / "kg")
+    uri = tracking.configure(runtime.mlflow)
+    config = {
+        **settings.model_dump(
+            include={
+                "batch_size",
+                "learning_rate",
+                "weight_decay",
+                "warmup_fraction",
+                "log_every",
+                "max_length",
+                "seed",
+            }
+        ),
+        "backbone": str(backbone),
+        "total_steps": detector_train.total_steps(len(train), settings),
+        "torch_threads": settings.torch_threads or max(1, int(settings.cpus_per_worker)),
+        "tracking_uri": uri,
+    }
+    resuming = prepare_scratch(scratch, fingerprint(config, [inputs["examples"], backbone]))
+    runs_file = scratch / "mlflow_run.json"
+    lineage = tracking.lineage_tags(["data/processed/kg/detector_examples.parquet"])
+    if resuming and runs_file.exists():
+        run_id = read_json(runs_file)["run_id"]
+    else:
+        experiment = tracking.ensure_experiment(settings.experiment, runtime.mlflow)
+        run_id = (
+            mlflow.MlflowClient()
+            .create_run(experiment, run_name=f"detector-{settings.backbone}", tags=lineage)
+            .info.run_id
+        )
+        runs_file.write_text(f'{{"run_id": "{run_id}"}}')
+    config["run_id"] = run_id
+    log.info(
+        "kg.detector: %s backbone, %d train / %d test examples, %d steps%s",
+        settings.backbone,
+        len(train),
+        len(test),
+        config["total_steps"],
+        " (resuming)" if resuming else "",
+    )
+    columns = ["question", "path_text", "answer", "label"]
+    train_data = ray.data.from_items([{k: r[k] for k in columns} for r in train]).materialize()
+    checkpoint = detector_train.fit(config, train_data, scratch, settings)
+    state = read_json(checkpoint / detector_train.STATE_FILE)
+    probabilities = predict(checkpoint, test, settings.max_length)
+    metrics = {
+        "backbone": settings.backbone,
+        "steps": state["step"],
+        "resumed_from": state["resumed_from"],
+        "test": scores_by(test, probabilities, None, settings.threshold),
+        "test_per_language": scores_by(test, probabilities, "language", settings.threshold),
+        "test_per_hops": scores_by(test, probabilities, "hops", settings.threshold),
+    }
+    summary = read_json(inputs["examples_metrics"])
+    card = detector_card(params, metrics, summary)
+    registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    with mlflow.start_run(run_id=run_id):
+        mlflow.log_params({k: v for k, v in config.items() if k not in ("tracking_uri", "run_id")})
+        mlflow.log_metrics(
+            {
+                "test_auroc": metrics["test"]["all"].get("auroc", 0.0),
+                "test_f1": metrics["test"]["all"]["f1"],
+            }
+        )
+        mlflow.log_dict(metrics, "metrics.json")
+        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
+        info = tracking.log_transformers_model(
+            AutoModelForSequenceClassification.from_pretrained(checkpoint),
+            AutoTokenizer.from_pretrained(checkpoint),
+            "model",
+            registry_card,
+            task="text-classification",
+        )
+        version = tracking.register_model(
+            info.model_uri,
+            settings.registered_model,
+            registry_card,
+            ["candidate", f"backbone-{settings.backbone}"],
+        )
+    mlflow.MlflowClient().set_terminated(run_id)
+    (scratch / "finished").write_text(version)
+    log.info(
+        "kg.detector: test AUROC %s, F1 %s; registered %s v%s",
+        metrics["test"]["all"].get("auroc"),
+        metrics["test"]["all"]["f1"],
+        settings.registered_model,
+        version,
+    )
+    folder = Folder(
+        {
+            p.name: p
+            for p in checkpoint.iterdir()
+            if p.is_file() and p.suffix != ".pt" and p.name != detector_train.STATE_FILE
+        }
+    )
+    folder["model_card.md"] = card.to_markdown()
+    return {"model": folder, "metrics": metrics, "curve": curve_csv(state["curve"])}
+
+
+STAGE = Stage(
+    name="kg.detector",
+    run=run,
+    params_key="kg",
+    inputs={
+        "examples": "data/processed/kg/detector_examples.parquet",
+        "examples_metrics": "data/processed/kg/detector_examples_metrics.json",
+    },
+    outputs={
+        "model": f"{MODEL_DIR}/model",
+        "metrics": f"{MODEL_DIR}/metrics.json",
+        "curve": f"{MODEL_DIR}/loss.csv",
+    },
+    uses_ray=True,
+    uses_runtime=True,
+)

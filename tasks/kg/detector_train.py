@@ -1,0 +1,166 @@
+"""Ray Train job for the hallucination detector: a cross-encoder over
+"question [SEP] path [SEP] answer" with a 2-way head, fine-tuned from the backbone.
+
+Rank 0 logs the loss curve to the MLflow run and writes a checkpoint (model, tokenizer,
+optimizer, progress) at the end of every epoch; after a failure Ray restarts the workers
+(`max_failures`) from the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+STATE_FILE = "state.json"
+
+
+def encode(tokenizer: Any, batch: dict[str, Any], max_length: int) -> dict[str, Any]:
+    """The cross-encoder's input: question as the first segment, path + answer the second."""
+    second = [
+        f"{p} {tokenizer.sep_token} {a}"
+        for p, a in zip(batch["path_text"], batch["answer"], strict=True)
+    ]
+    return tokenizer(
+        list(batch["question"]),
+        second,
+        truncation=True,
+        max_length=max_length,
+        padding=True,
+        return_tensors="pt",
+    )
+
+
+def train_loop(config: dict[str, Any]) -> None:
+    import ray.train
+    import ray.train.torch
+    import torch
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.optimization import get_linear_schedule_with_warmup
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    torch.manual_seed(config["seed"])
+    torch.set_num_threads(config["torch_threads"])
+    tokenizer = AutoTokenizer.from_pretrained(config["backbone"])
+    model = AutoModelForSequenceClassification.from_pretrained(config["backbone"], num_labels=2)
+    model = ray.train.torch.prepare_model(model)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config["learning_rate"], weight_decay=config["weight_decay"]
+    )
+    total = config["total_steps"]
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer, int(config["warmup_fraction"] * total), total
+    )
+    state: dict[str, Any] = {"step": 0, "epoch": 0, "curve": [], "resumed_from": []}
+    if checkpoint := ray.train.get_checkpoint():
+        with checkpoint.as_directory() as folder:
+            model_state = AutoModelForSequenceClassification.from_pretrained(folder).state_dict()
+            getattr(model, "module", model).load_state_dict(model_state)
+            optimizer.load_state_dict(torch.load(Path(folder) / "optimizer.pt", weights_only=True))
+            scheduler.load_state_dict(torch.load(Path(folder) / "scheduler.pt", weights_only=True))
+            state = json.loads((Path(folder) / STATE_FILE).read_text())
+            state["resumed_from"].append(state["step"])
+    client = MlflowClient(config["tracking_uri"]) if rank == 0 and config["run_id"] else None
+    device = ray.train.torch.get_device()
+    shard = ray.train.get_dataset_shard("train")
+    per_worker = config["batch_size"] // world
+    model.train()
+    window, started = [], time.perf_counter()
+    while state["step"] < total:
+        batches = shard.iter_batches(
+            batch_size=per_worker,
+            batch_format="numpy",
+            drop_last=True,
+            local_shuffle_buffer_size=4 * per_worker,
+            local_shuffle_seed=config["seed"] + state["epoch"],
+        )
+        for batch in batches:
+            if state["step"] >= total:
+                break
+            inputs = {
+                k: v.to(device) for k, v in encode(tokenizer, batch, config["max_length"]).items()
+            }
+            labels = torch.as_tensor(batch["label"], dtype=torch.long, device=device)
+            loss = model(**inputs, labels=labels).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            state["step"] += 1
+            window.append(loss.item())
+            if state["step"] % config["log_every"] == 0 or state["step"] == total:
+                point = {
+                    "step": state["step"],
+                    "loss": sum(window) / len(window),
+                    "examples_per_second": len(window)
+                    * config["batch_size"]
+                    / (time.perf_counter() - started),
+                }
+                state["curve"].append(point)
+                if client:
+                    stamp = int(time.time() * 1000)
+                    metrics = [
+                        Metric(k, v, stamp, state["step"]) for k, v in point.items() if k != "step"
+                    ]
+                    client.log_batch(config["run_id"], metrics=metrics, synchronous=True)
+                window, started = [], time.perf_counter()
+                ray.train.report({"step": state["step"], "loss": point["loss"]})
+        state["epoch"] += 1
+        report_checkpoint(model, tokenizer, optimizer, scheduler, state)
+
+
+def report_checkpoint(
+    model: Any, tokenizer: Any, optimizer: Any, scheduler: Any, state: dict
+) -> None:
+    import ray.train
+    import torch
+
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoint = None
+        if ray.train.get_context().get_world_rank() == 0:
+            getattr(model, "module", model).save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
+            torch.save(optimizer.state_dict(), Path(folder) / "optimizer.pt")
+            torch.save(scheduler.state_dict(), Path(folder) / "scheduler.pt")
+            (Path(folder) / STATE_FILE).write_text(json.dumps(state))
+            checkpoint = ray.train.Checkpoint.from_directory(folder)
+        ray.train.report({"step": state["step"], "epoch": state["epoch"]}, checkpoint=checkpoint)
+
+
+def fit(config: dict[str, Any], train: Any, storage: Path, params: Any) -> Path:
+    """Fit under `storage` (a re-run with the same fingerprint resumes); the last checkpoint."""
+    import ray
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    resources = {"CPU": params.cpus_per_worker, **({"GPU": 1} if params.use_gpu else {})}
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config=config,
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=params.num_workers, use_gpu=params.use_gpu, resources_per_worker=resources
+        ),
+        run_config=ray.train.RunConfig(
+            name=storage.name,
+            storage_path=str(storage.parent),
+            failure_config=ray.train.FailureConfig(max_failures=params.max_failures),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
+            logging_config=ray.LoggingConfig(log_level="WARNING"),
+        ),
+        datasets={"train": train},
+    )
+    result = trainer.fit()
+    if result.checkpoint is None:
+        raise RuntimeError("kg.detector: training ended without a checkpoint")
+    return Path(result.checkpoint.path)
+
+
+def total_steps(examples: int, params: Any) -> int:
+    return max(1, math.ceil(params.epochs * (examples // params.batch_size)))

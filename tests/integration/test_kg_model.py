@@ -1,0 +1,78 @@
+"""The KG hallucination detector and MultiHal's KG-RAG vs vanilla evaluation, after a real
+`dvc repro` (MiniLM backbone), plus a retrain on this project's mmBERT from the registry."""
+
+import json
+import shutil
+
+import mlflow
+import pytest
+import yaml
+
+from tasks.core.tracking import configure
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.integration
+LANGUAGES = {"ar", "de", "en", "es", "ru", "zh"}
+
+
+def configure_store(root):
+    from tasks.core.params import load_params
+
+    configure(load_params(root / "params.yaml").runtime.mlflow, root)
+
+
+def test_detector_is_registered_with_its_card_and_scores_held_out_questions(reproduced):
+    root, _ = reproduced
+    metrics = json.loads((root / "models/kg_halludetect/metrics.json").read_text())
+    assert metrics["backbone"] == "minilm" and 0 <= metrics["test"]["all"]["auroc"] <= 1
+    assert set(metrics["test_per_language"]) <= LANGUAGES and set(metrics["test_per_hops"]) == {
+        "1",
+        "2",
+    }
+    assert (root / "models/kg_halludetect/loss.csv").read_text().startswith("step,loss\n")
+    configure_store(root)
+    client = mlflow.MlflowClient()
+    version = client.get_model_version_by_alias("paperline-kg-halludetect", "candidate")
+    assert "KG-grounded hallucination detector" in version.description
+    assert version.tags["git_commit"]
+    run = client.get_run(version.run_id)
+    assert "test_auroc" in run.data.metrics and client.get_metric_history(run.info.run_id, "loss")
+    classify = mlflow.transformers.load_model("models:/paperline-kg-halludetect@candidate")
+    (scored,) = classify([{"text": "What is the official language of Q1009?",
+                           "text_pair": "Q1009 official language Q1860 [SEP] Q1860"}])  # fmt: skip
+    assert scored["label"] in ("LABEL_0", "LABEL_1") and 0 <= scored["score"] <= 1
+
+
+def test_eval_compares_kg_rag_with_vanilla_per_language(reproduced):
+    root, _ = reproduced
+    metrics = json.loads((root / "data/processed/kg/eval_metrics.json").read_text())
+    assert metrics["answer_model"] == "extractive-reader" and metrics["items"] == 40
+    assert set(metrics["per_language"]) == LANGUAGES
+    english = metrics["per_language"]["en"]
+    assert english["kg_rag"]["sem_score"] > english["vanilla"]["sem_score"]
+    assert english["kg_rag"]["exact"] > 0.5 and english["vanilla"]["exact"] == 0
+    assert (root / "data/processed/kg/eval_table.md").read_text().startswith("| language | items |")
+    configure_store(root)
+    experiment = mlflow.get_experiment_by_name("paperline-kg-halludetect")
+    named = "run_name = 'kg-rag-vs-vanilla'"
+    (run,) = mlflow.search_runs([experiment.experiment_id], named, output_format="list")
+    assert "en_kg_rag_sem_score" in run.data.metrics
+
+
+def test_mmbert_backbone_comes_from_the_registry(reproduced, tmp_path):
+    root = tmp_path / "repo"
+    shutil.copytree(reproduced[0], root, symlinks=True, ignore=shutil.ignore_patterns(".paperline"))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["kg"]["detector"].update(backbone="mmbert", epochs=0.5)
+    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    result = run_cli("stage", "kg.detector", cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((root / "models/kg_halludetect/metrics.json").read_text())
+    assert metrics["backbone"] == "mmbert" and metrics["steps"] > 0
+    configure_store(root)
+    version = mlflow.MlflowClient().get_model_version_by_alias(
+        "paperline-kg-halludetect", "backbone-mmbert"
+    )
+    assert "mmbert cross-encoder" in version.description
+    config = json.loads((root / "models/kg_halludetect/model/config.json").read_text())
+    assert config["model_type"] == "modernbert"
