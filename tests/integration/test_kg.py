@@ -279,3 +279,28 @@ def test_openai_judge_runs_multihals_protocol_over_http(monkeypatch):
     assert len(picks) == 2 and all(m == "judge-model" and t == 0.3 for m, t, _ in picks)
     scores = {r["path"][1]: r["judged_score"] for r in judged}
     assert all(s == (5 if p == "P37" else 2) for p, s in scores.items())
+
+
+def test_openai_answerer_puts_the_path_in_the_prompt(monkeypatch):
+    from tasks.kg.answering import make_answer_model
+    from tasks.kg.params import EvalParams
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ChatServer.prompts = []
+    monkeypatch.setenv("PAPERLINE_TEST_KEY", "local")
+    try:
+        answerer = make_answer_model(EvalParams(
+            answer_backend="openai", base_url=f"http://127.0.0.1:{server.server_port}/v1",
+            model="answer-model", api_key_env="PAPERLINE_TEST_KEY",
+        ))  # fmt: skip
+        with_path = answerer.answer(
+            "What is the official language of Q1009?", ["Q1009", "official language", "Q1860"]
+        )
+        without = answerer.answer("What is the official language of Q1009?", None)
+    finally:
+        server.shutdown()
+    assert (with_path, without) == ("5", "Score: 2")  # the server's replies, as sent
+    (model, temperature, prompt), (_, _, bare) = ChatServer.prompts
+    assert model == "answer-model" and temperature == 1.0
+    assert "Knowledge-graph path: Q1009 official language Q1860" in prompt and "path" not in bare
