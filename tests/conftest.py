@@ -47,6 +47,7 @@ SMALL_PARAMS = {
         "eval": {"batch_size": 16},
     },
     "kg": {"qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
+           "examples": {"languages_per_path": 1}, "detector": {"epochs": 1},
            "eval": {"max_items": 40}},
     "runtime": {"ray": {"num_cpus": 2}},
 }  # fmt: skip

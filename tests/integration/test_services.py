@@ -103,9 +103,11 @@ def test_unknown_service_is_named(root, runtime):
 
 
 def test_cli_services_up_status_down(repo_copy):
-    port = free_port()
-    params = repo_copy / "params.yaml"
-    params.write_text(params.read_text().replace("port: 7878", f"port: {port}"))
+    import yaml
+
+    port = yaml.safe_load((repo_copy / "params.yaml").read_text())["runtime"]["services"][
+        "oxigraph"
+    ]["port"]  # a free port: copies never take the default one
     assert "oxigraph: running" in run_cli("services", "up", "oxigraph", cwd=repo_copy).stdout
     try:
         status = run_cli("services", "status", cwd=repo_copy).stdout
