@@ -94,6 +94,7 @@ def plain_loop(steps: int, threads: int) -> float:
 
 def ray_train(steps: int, workers: int, threads: int, storage: Path) -> float:
     """(b)/(c): tokens/s of the pipeline's Ray Train loop, from its own per-window rates."""
+    from tasks.core.scratch import prepare_scratch
     from tasks.mlm import trainer
 
     params = mlm_params(steps, workers, 32 // workers, threads)
@@ -101,7 +102,7 @@ def ray_train(steps: int, workers: int, threads: int, storage: Path) -> float:
     config = trainer.loop_config(plan, params, tokenizer=TOKENIZER, init_from=None,
                                  step_offset=0, tracking_uri="", run_id=None)  # fmt: skip
     folder = storage / f"workers-{workers}"
-    trainer.prepare_scratch(folder, f"bench-{time.time()}")
+    prepare_scratch(folder, f"bench-{time.time()}")
     checkpoint = trainer.fit(config, plan, params, folder)
     curve = json.loads((checkpoint / "state.json").read_text())["curve"]
     points = [row for row in curve if row["phase_step"] >= WARMUP_STEPS]

@@ -20,10 +20,10 @@ from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.params import RuntimeParams
 from tasks.core.paths import repo_root, state_dir
 from tasks.core.progress import get_logger
+from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage
 from tasks.kg import backbones, detector_train
 from tasks.kg.params import KgParams
-from tasks.mlm.trainer import fingerprint, prepare_scratch
 
 log = get_logger("paperline.kg.detector")
 MODEL_DIR = "models/kg_halludetect"
@@ -199,7 +199,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) ->
             ["candidate", f"backbone-{settings.backbone}"],
         )
     mlflow.MlflowClient().set_terminated(run_id)
-    (scratch / "finished").write_text(version)
+    (scratch / FINISHED_FILE).write_text(version)
     log.info(
         "kg.detector: test AUROC %s, F1 %s; registered %s v%s",
         metrics["test"]["all"].get("auroc"),

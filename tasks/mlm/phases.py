@@ -25,6 +25,7 @@ from tasks.core.io import Folder, read_json
 from tasks.core.params import RuntimeParams
 from tasks.core.paths import repo_root
 from tasks.core.progress import get_logger
+from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage
 from tasks.mlm import trainer
 from tasks.mlm.model import load_model, load_tokenizer
@@ -146,8 +147,8 @@ def train_phase(
         plan, params, tokenizer=inputs["tokenizer"], init_from=previous_dir,
         step_offset=previous["last_step"] if previous else 0, tracking_uri=uri, run_id=None,
     )  # fmt: skip
-    resuming = trainer.prepare_scratch(
-        scratch, trainer.fingerprint(config, [inputs["shards"], inputs["tokenizer"],
+    resuming = prepare_scratch(
+        scratch, fingerprint(config, [inputs["shards"], inputs["tokenizer"],
                                               *([previous_dir] if previous_dir else [])])
     )  # fmt: skip
     lineage_inputs = [str(p.relative_to(root)) for p in inputs.values() if p.is_relative_to(root)]
@@ -179,7 +180,7 @@ def train_phase(
         )
     client.set_tag(runs["run_id"], DIGEST_TAG, weights_digest(checkpoint))
     client.set_terminated(runs["run_id"])
-    (scratch / trainer.FINISHED_FILE).write_text(version, encoding="utf-8")
+    (scratch / FINISHED_FILE).write_text(version, encoding="utf-8")
     folder = Folder({name: checkpoint / name for name in MODEL_FILES})
     for path in Path(inputs["tokenizer"]).iterdir():
         if path.is_file() and path.name != "README.md":

@@ -1,18 +1,14 @@
 """Build and fit one phase's TorchTrainer; its scratch folder makes a killed run resumable.
 
 Ray Train V2 restores a run from `storage_path/name` when it finds the run's snapshot
-there, so each phase trains under `.paperline/ray/mlm/<phase>/`. The folder is kept while
-a run is unfinished and the inputs and params are the same (its fingerprint); a finished
-run or a changed fingerprint starts afresh.
+there, so each phase trains under `.paperline/ray/mlm/<phase>/`, a scratch folder kept
+while the run is unfinished and its fingerprint unchanged (see `tasks.core.scratch`).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +18,6 @@ from tasks.core.io import read_json
 from tasks.core.paths import state_dir
 from tasks.mlm.params import MlmParams
 
-FINGERPRINT_FILE = "fingerprint.json"
-FINISHED_FILE = "finished"
 RUNS_FILE = "mlflow_runs.json"  # the MLflow runs a resumed run keeps logging to
 
 
@@ -100,32 +94,8 @@ def loop_config(
     }
 
 
-def fingerprint(config: Mapping[str, Any], inputs: Sequence[Path]) -> str:
-    """What decides a run's result: its config (less run ids) and its input files' bytes."""
-    digest = hashlib.sha256()
-    stable = {k: v for k, v in config.items() if k not in ("run_id", "tracking_uri", "pid_dir")}
-    digest.update(json.dumps(stable, sort_keys=True).encode())
-    for root in inputs:
-        for path in sorted(p for p in Path(root).rglob("*") if p.is_file()) or [Path(root)]:
-            digest.update(str(path.relative_to(root) if path != root else path.name).encode())
-            digest.update(hashlib.sha256(path.read_bytes()).digest())
-    return digest.hexdigest()
-
-
 def scratch_dir(phase: str, root: Path | None = None) -> Path:
     return state_dir(root) / "ray" / "mlm" / phase
-
-
-def prepare_scratch(folder: Path, digest: str) -> bool:
-    """Keep an unfinished run with the same fingerprint (returns True: resuming), else wipe."""
-    marker = folder / FINGERPRINT_FILE
-    unfinished = marker.exists() and not (folder / FINISHED_FILE).exists()
-    if unfinished and read_json(marker).get("fingerprint") == digest:
-        return True
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    marker.write_text(json.dumps({"fingerprint": digest}), encoding="utf-8")
-    return False
 
 
 def read_shards(folder: Path) -> Any:

@@ -17,6 +17,7 @@ from tasks.core.params import Params
 from tasks.core.paths import state_dir
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import init_ray
+from tasks.core.scratch import prepare_scratch
 from tasks.mlm import trainer
 from tasks.mlm.params import MlmParams
 
@@ -68,7 +69,7 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
         for key in ("learning_rate", "warmup_steps", "total_steps", "batch_size"):
             client.log_param(run_id, key, config[key])
         name = f"lr{lr:g}-w{warmup}"
-        trainer.prepare_scratch(storage / name, name)
+        prepare_scratch(storage / name, name)
         try:
             trainer.fit(config, plan, chosen, storage / name, callbacks=[TuneReportCallback()],
                         dataset=dataset)  # fmt: skip

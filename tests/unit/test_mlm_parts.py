@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from tasks.core.errors import InputError
+from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.mlm import trainer
 from tasks.mlm.evaluate import language_tiers, tier_losses, tier_table
 from tasks.mlm.masking import Masker
@@ -134,25 +135,25 @@ def test_phases_section_must_name_all_three():
 
 def test_scratch_resumes_only_an_unfinished_run_with_the_same_fingerprint(tmp_path):
     folder = tmp_path / "pretrain"
-    assert trainer.prepare_scratch(folder, "a") is False
+    assert prepare_scratch(folder, "a") is False
     (folder / "step-0000005").mkdir()
-    assert trainer.prepare_scratch(folder, "a") is True
+    assert prepare_scratch(folder, "a") is True
     assert (folder / "step-0000005").exists()
-    assert trainer.prepare_scratch(folder, "b") is False  # inputs or params changed
+    assert prepare_scratch(folder, "b") is False  # inputs or params changed
     assert not (folder / "step-0000005").exists()
-    (folder / trainer.FINISHED_FILE).write_text("1")
-    assert trainer.prepare_scratch(folder, "b") is False  # a finished run is not resumed
+    (folder / FINISHED_FILE).write_text("1")
+    assert prepare_scratch(folder, "b") is False  # a finished run is not resumed
 
 
 def test_fingerprint_follows_config_and_input_bytes(tmp_path):
     data = tmp_path / "shards"
     data.mkdir()
     (data / "a.parquet").write_bytes(b"1")
-    base = trainer.fingerprint({"lr": 1, "run_id": "x"}, [data])
-    assert base == trainer.fingerprint({"lr": 1, "run_id": "y"}, [data])
-    assert base != trainer.fingerprint({"lr": 2, "run_id": "x"}, [data])
+    base = fingerprint({"lr": 1, "run_id": "x"}, [data])
+    assert base == fingerprint({"lr": 1, "run_id": "y"}, [data])
+    assert base != fingerprint({"lr": 2, "run_id": "x"}, [data])
     (data / "a.parquet").write_bytes(b"2")
-    assert base != trainer.fingerprint({"lr": 1, "run_id": "x"}, [data])
+    assert base != fingerprint({"lr": 1, "run_id": "x"}, [data])
 
 
 def test_tiers_are_the_phase_a_language_first_appears_in():
