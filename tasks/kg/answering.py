@@ -9,11 +9,10 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Protocol
 
-from tasks.core.errors import UserError
+from tasks.core.llm import ChatModel
 from tasks.kg.linking import normalise
 from tasks.kg.params import EvalParams
 
@@ -44,30 +43,15 @@ ANSWER_PROMPT = (
 
 class OpenAIAnswerer:
     def __init__(self, params: EvalParams) -> None:
-        from openai import OpenAI
-
-        key = os.environ.get(params.api_key_env)
-        if key is None:
-            raise UserError(
-                f"kg.eval.answer_backend is openai but ${params.api_key_env} is unset; export it "
-                f"or set kg.eval.answer_backend: extractive"
-            )
-        self.client, self.params, self.name = (
-            OpenAI(base_url=params.base_url, api_key=key),
-            params,
-            f"openai:{params.model}",
-        )
+        self.chat = ChatModel(
+            params.base_url, params.model, params.api_key_env, params.temperature,
+            params_key="kg.eval.answer_backend", offline_choice="extractive",
+        )  # fmt: skip
+        self.name = self.chat.name
 
     def answer(self, question: str, path: Sequence[str] | None) -> str:
         prefix = f"Knowledge-graph path: {' '.join(path)}\n" if path else ""
-        reply = self.client.chat.completions.create(
-            model=self.params.model,
-            temperature=self.params.temperature,
-            messages=[
-                {"role": "user", "content": ANSWER_PROMPT.format(context=prefix, question=question)}
-            ],
-        )
-        return (reply.choices[0].message.content or "").strip()
+        return self.chat.ask(ANSWER_PROMPT.format(context=prefix, question=question))
 
 
 def make_answer_model(params: EvalParams) -> AnswerModel:

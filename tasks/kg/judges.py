@@ -15,14 +15,13 @@ random from the rest; each chosen path then gets a 1–5 Likert score; ≥ `min_
 
 from __future__ import annotations
 
-import os
 import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from tasks.core.errors import UserError
+from tasks.core.llm import ChatModel
 from tasks.kg.linking import normalise
 from tasks.kg.params import JudgeParams
 
@@ -90,32 +89,22 @@ SCORE_PROMPT = (
 
 class OpenAIJudge:
     def __init__(self, params: JudgeParams) -> None:
-        from openai import OpenAI
-
-        key = os.environ.get(params.api_key_env)
-        if key is None:
-            raise UserError(
-                f"kg.judge.backend is openai but ${params.api_key_env} is unset; export it "
-                f"(any value for a local server) or set kg.judge.backend: heuristic"
-            )
-        self.client = OpenAI(base_url=params.base_url, api_key=key)
-        self.params, self.name = params, f"openai:{params.model}"
-
-    def _ask(self, prompt: str) -> str:
-        reply = self.client.chat.completions.create(
-            model=self.params.model, temperature=self.params.temperature, seed=self.params.seed,
-            messages=[{"role": "user", "content": prompt}],
+        self.chat = ChatModel(
+            params.base_url, params.model, params.api_key_env, params.temperature, params.seed,
+            params_key="kg.judge.backend", offline_choice="heuristic",
         )  # fmt: skip
-        return reply.choices[0].message.content or ""
+        self.name = self.chat.name
 
     def pick(self, question: str, answer: str, paths: Sequence[Candidate], k: int) -> list[int]:
         listing = "\n".join(f"{n + 1}. {p.text}" for n, p in enumerate(paths))
-        reply = self._ask(PICK_PROMPT.format(question=question, answer=answer, paths=listing, k=k))
+        reply = self.chat.ask(
+            PICK_PROMPT.format(question=question, answer=answer, paths=listing, k=k)
+        )
         return parse_picks(reply, len(paths), k)
 
     def score(self, question: str, answer: str, path: Candidate) -> int:
         prompt = SCORE_PROMPT.format(question=question, answer=answer, path=path.text)
-        return parse_score(self._ask(prompt))
+        return parse_score(self.chat.ask(prompt))
 
 
 def parse_picks(reply: str, count: int, k: int) -> list[int]:

@@ -1,0 +1,37 @@
+"""An OpenAI-compatible chat endpoint: vLLM, Ollama, llama.cpp server or a hosted API.
+
+`base_url` + `model` come from params.yaml; the API key only from the environment variable
+named there (never logged or written anywhere).
+"""
+
+from __future__ import annotations
+
+import os
+
+from tasks.core.errors import UserError
+
+
+class ChatModel:
+    def __init__(
+        self, base_url: str, model: str, api_key_env: str, temperature: float,
+        seed: int | None = None, params_key: str = "", offline_choice: str = "",
+    ) -> None:  # fmt: skip
+        from openai import OpenAI
+
+        key = os.environ.get(api_key_env)
+        if key is None:
+            raise UserError(
+                f"{params_key} is openai but ${api_key_env} is unset; export it (any value for "
+                f"a local server) or set {params_key}: {offline_choice}"
+            )
+        self.client = OpenAI(base_url=base_url, api_key=key)
+        self.model, self.temperature, self.seed = model, temperature, seed
+        self.name = f"openai:{model}"
+
+    def ask(self, prompt: str) -> str:
+        """One user turn; the reply's text, stripped."""
+        reply = self.client.chat.completions.create(
+            model=self.model, temperature=self.temperature, seed=self.seed,
+            messages=[{"role": "user", "content": prompt}],
+        )  # fmt: skip
+        return (reply.choices[0].message.content or "").strip()
