@@ -60,7 +60,7 @@ class HeuristicJudge:
 
     def score_ids(self, question: str, path: Sequence[str]) -> int:
         words = content_words(question)
-        props = path[1::2][: len(path) // 2]
+        props = path[1::2]  # Q P Q [P Q]: the properties
         mentioned = [bool(content_words(self.property_labels.get(p, "")) & words) for p in props]
         score = 3 + (len(props) == 1) + any(mentioned)
         if len(props) > 1:
