@@ -28,10 +28,16 @@ class ChatModel:
         self.model, self.temperature, self.seed = model, temperature, seed
         self.name = f"openai:{model}"
 
-    def ask(self, prompt: str) -> str:
-        """One user turn; the reply's text, stripped."""
+    def ask(
+        self, prompt: str, system: str = "", max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> str:  # fmt: skip
+        """One user turn (after an optional system message); the reply's text, stripped."""
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": prompt})
+        limit = {"max_tokens": max_tokens} if max_tokens else {}
         reply = self.client.chat.completions.create(
-            model=self.model, temperature=self.temperature, seed=self.seed,
-            messages=[{"role": "user", "content": prompt}],
+            model=self.model, temperature=self.temperature,
+            seed=self.seed if seed is None else seed, messages=messages, **limit,
         )  # fmt: skip
         return (reply.choices[0].message.content or "").strip()

@@ -18,6 +18,7 @@ from tasks.core.strict_model import StrictModel
 from tasks.corpus.params import CorpusParams
 from tasks.kg.params import KgParams
 from tasks.mlm.params import MlmParams
+from tasks.scam.params import ScamParams
 
 
 class RayParams(StrictModel):
@@ -74,6 +75,7 @@ class Params(StrictModel):
     corpus: CorpusParams
     mlm: MlmParams = MlmParams()
     kg: KgParams = KgParams()
+    scam: ScamParams = ScamParams()
 
 
 def load_params(path: Path | None = None) -> Params:

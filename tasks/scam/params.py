@@ -1,0 +1,126 @@
+"""params.yaml `scam:` section: blocklists, the crawl, prompt synthesis, the code audit."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from tasks.core.strict_model import StrictModel
+
+
+class BlocklistSource(StrictModel):
+    name: str = Field(description="how verdicts name this list, e.g. metamask")
+    format: Literal["eth-phishing-detect", "phishfort", "plain"]
+    file: str = Field(description="path under data/seed/scam/blocklists")
+
+
+class BlocklistParams(StrictModel):
+    sources: list[BlocklistSource] = Field(min_length=1)
+
+
+class FarmParams(StrictModel):
+    """The offline site farm: a forward proxy on 127.0.0.1 that serves data/seed/scam/farm."""
+
+    enabled: bool = True
+    seed_kinds: list[Literal["scam", "benign", "hostile"]] = Field(
+        default_factory=lambda: ["benign", "hostile"],
+        description="farm hosts crawled besides the blocklisted domains",
+    )
+    slow_seconds: float = Field(default=4.0, ge=0, description="the slow page's delay")
+    large_page_mb: int = Field(default=20, ge=1, description="the oversized page")
+    bomb_mb: int = Field(default=200, ge=1, description="the gzip bomb, decompressed")
+
+
+class CrawlParams(StrictModel):
+    """Scam2Prompt's crawl: HEAD first, text/html only, strict limits, no JavaScript."""
+
+    seeds_from_blocklist: bool = Field(default=True, description="every blocklisted domain")
+    max_blocklist_seeds: int | None = Field(default=None, ge=1)
+    extra_urls: list[str] = Field(default_factory=list, description="crawled as well")
+    scheme: Literal["http", "https"] = Field(
+        default="https", description="for seeds given as bare domains"
+    )
+    head_first: bool = True
+    max_page_bytes: int = Field(default=2_000_000, ge=1024, description="also caps gzip")
+    timeout_seconds: float = Field(default=10, gt=0)
+    retries: int = Field(default=1, ge=0)
+    max_redirects: int = Field(default=5, ge=0)
+    concurrency: int = Field(default=16, ge=1)
+    concurrency_per_domain: int = Field(default=2, ge=1)
+    max_pages_per_site: int = Field(default=3, ge=1, description="landing page + same-site")
+    allow_private_networks: bool = Field(
+        default=False, description="SSRF guard off; only for the local farm"
+    )
+    http_cache: bool = Field(default=True, description="Scrapy's cache: a re-run replays")
+    user_agent: str = "paperline-scam/0.1 (+https://github.com/paperline/paperline)"
+    farm: FarmParams = FarmParams()
+
+
+class OpenAIEndpoint(StrictModel):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+
+
+class PromptParams(StrictModel):
+    """Intent inference + innocuous developer prompts (Scam2Prompt's protocol)."""
+
+    backend: Literal["extractive", "openai"] = "extractive"
+    prompts_per_site: int = Field(default=4, ge=1)
+    max_content_chars: int = Field(default=4000, ge=200, description="page text sent")
+    temperature: float = Field(default=0.3, ge=0)
+    max_tokens: int = Field(default=2000, ge=1)
+    openai: OpenAIEndpoint = OpenAIEndpoint()
+
+
+class CodeModelParams(StrictModel):
+    name: str = Field(description="the bench's `model` column")
+    backend: Literal["template", "openai"]
+    openai: OpenAIEndpoint = OpenAIEndpoint()
+
+
+class DetectorParams(StrictModel):
+    url: str
+    api_key_env: str
+
+
+class OracleParams(StrictModel):
+    """Blocklists always; each external detector only when its key is in the environment."""
+
+    google_safe_browsing: DetectorParams = DetectorParams(
+        url="https://safebrowsing.googleapis.com/v4/threatMatches:find",
+        api_key_env="GOOGLE_SAFE_BROWSING_API_KEY",
+    )
+    chainpatrol: DetectorParams = DetectorParams(
+        url="https://app.chainpatrol.io/api/v2/asset/check", api_key_env="CHAINPATROL_API_KEY"
+    )
+    urlhaus: DetectorParams = DetectorParams(
+        url="https://urlhaus-api.abuse.ch/v1/url/", api_key_env="URLHAUS_AUTH_KEY"
+    )
+    timeout_seconds: float = Field(default=20, gt=0)
+
+
+class AuditParams(StrictModel):
+    models: list[CodeModelParams] = Field(
+        default_factory=lambda: [CodeModelParams(name="template-baseline", backend="template")],
+        min_length=1,
+    )
+    temperature: float = Field(default=0.0, ge=0)
+    max_tokens: int = Field(default=2000, ge=1)
+    workers: int = Field(default=4, ge=1, description="concurrent requests per model")
+
+
+class ScamParams(StrictModel):
+    blocklist: BlocklistParams = BlocklistParams(
+        sources=[
+            BlocklistSource(
+                name="metamask", format="eth-phishing-detect",
+                file="eth-phishing-detect-config.json",
+            )
+        ]
+    )  # fmt: skip
+    crawl: CrawlParams = CrawlParams()
+    prompts: PromptParams = PromptParams()
+    audit: AuditParams = AuditParams()
+    oracle: OracleParams = OracleParams()
