@@ -22,9 +22,11 @@ app = typer.Typer(
 services_app = typer.Typer(help="Start, stop and check local servers on 127.0.0.1.")
 params_app = typer.Typer(help="Validate params.yaml.")
 kg_app = typer.Typer(help="Query the knowledge graph the way the kg stages do.")
+scam_app = typer.Typer(help="Extract and judge URLs the way the scam audit does.")
 app.add_typer(services_app, name="services")
 app.add_typer(params_app, name="params")
 app.add_typer(kg_app, name="kg")
+app.add_typer(scam_app, name="scam")
 
 ServiceName = Annotated[
     str | None,
@@ -156,6 +158,56 @@ def kg_paths(
                           all_hops=all_hops)  # fmt: skip
     for path in found:
         typer.echo(json.dumps({"hops": len(path) // 2, "path": list(path)}))
+
+
+@scam_app.command("urls")
+def scam_urls(
+    file: Annotated[str, typer.Argument(help="A file of LLM output (code or markdown), or -.")],
+) -> None:
+    """Print the URLs the audit would extract, one normalized URL per line."""
+    from tasks.scam.urls import extract_urls
+
+    if file == "-":
+        text = sys.stdin.read()
+    else:
+        try:
+            text = Path(file).read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise UserError(f"scam urls: cannot read {file} ({exc.strerror})") from None
+    for url in extract_urls(text):
+        typer.echo(url)
+
+
+@scam_app.command("check")
+def scam_check(
+    urls: Annotated[list[str], typer.Argument(help="URLs or bare domains.")],
+) -> None:
+    """Print the oracle's verdict per URL: URL, malicious|clean, detectors that fired,
+    reasons (tab-separated). Uses the blocklists of params.yaml `scam.blocklist` plus each
+    external detector whose API key is set. Exit status 1 when any URL is malicious."""
+    from tasks.core.params import load_params
+    from tasks.scam.blocklist import Blocklist, read_sources
+    from tasks.scam.oracle import Oracle
+    from tasks.scam.urls import normalize_url
+
+    root = repo_root()
+    params = load_params(root / "params.yaml").scam
+    blocklist = Blocklist(read_sources(root / "data/seed/scam/blocklists",
+                                       params.blocklist.sources))  # fmt: skip
+    normalized = {}
+    for url in urls:
+        value = normalize_url(url if "://" in url else f"http://{url}")
+        if value is None:
+            raise UserError(f"scam check: '{url}' is not an http(s) URL or a domain")
+        normalized[url] = value
+    verdicts = Oracle.from_params(params.oracle, blocklist).judge(normalized.values())
+    for url, value in normalized.items():
+        verdict = verdicts[value]
+        typer.echo("\t".join([value, "malicious" if verdict.is_malicious else "clean",
+                              ",".join(verdict.detectors_triggered) or "-",
+                              "; ".join(verdict.reasons)]))  # fmt: skip
+    if any(verdicts[v].is_malicious for v in normalized.values()):
+        raise typer.Exit(1)
 
 
 def _names(name: str | None) -> tuple[str, ...]:
