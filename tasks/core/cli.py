@@ -201,7 +201,7 @@ def scam_check(
             raise UserError(f"scam check: '{url}' is not an http(s) URL or a domain")
         normalized[url] = value
     verdicts = Oracle.from_params(params.oracle, blocklist).judge(normalized.values())
-    for url, value in normalized.items():
+    for value in normalized.values():
         verdict = verdicts[value]
         typer.echo("\t".join([value, "malicious" if verdict.is_malicious else "clean",
                               ",".join(verdict.detectors_triggered) or "-",
