@@ -35,6 +35,7 @@ bench: setup
 	$(BIN)/python benchmarks/corpus_filter_dedup.py --mb 50
 	$(BIN)/python benchmarks/mlm_throughput.py --steps 60
 	$(BIN)/python benchmarks/kg_mining.py --pairs 1000
+	$(BIN)/python benchmarks/crawl.py --copies 20
 
 lint: setup
 	$(BIN)/ruff check .

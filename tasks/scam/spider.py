@@ -51,7 +51,7 @@ class CrawlLog:
 
 def private_kind(address: str) -> str | None:
     ip = ipaddress.ip_address(address)
-    for kind in ("loopback", "private", "link_local", "reserved", "multicast", "unspecified"):
+    for kind in ("loopback", "link_local", "private", "reserved", "multicast", "unspecified"):
         if getattr(ip, f"is_{kind}"):
             return kind.replace("_", "-")
     return None
@@ -205,19 +205,23 @@ class SiteSpider(scrapy.Spider):
     def on_head(self, response: Response):  # noqa: ANN201
         content_type = _content_type(response)
         if not content_type.startswith(HTML_TYPES):
-            return self._skip(response, f"content-type: {content_type or 'none'} (HEAD)")
+            self._skip(response, f"content-type: {content_type or 'none'} (HEAD)")
+            return
         declared = int(response.headers.get("Content-Length", b"0") or 0)
         if declared > self.max_page_bytes:
-            return self._skip(response, f"too large: declares {declared} B (HEAD)")
+            self._skip(response, f"too large: declares {declared} B (HEAD)")
+            return
         yield response.request.replace(url=response.url, method="GET", callback=self.on_page)
 
     def on_page(self, response: Response):  # noqa: ANN201
         meta = response.meta
         content_type = _content_type(response)
         if not content_type.startswith(HTML_TYPES):
-            return self._skip(response, f"content-type: {content_type or 'none'}")
+            self._skip(response, f"content-type: {content_type or 'none'}")
+            return
         if is_binary(response.body) or not isinstance(response, TextResponse):
-            return self._skip(response, "binary body")
+            self._skip(response, "binary body")
+            return
         page = page_text(response.text)
         digest = hashlib.sha256(response.body).hexdigest()
         self.log.html[digest] = response.body
@@ -227,7 +231,7 @@ class SiteSpider(scrapy.Spider):
             description=page.description, text=page.text,
         )  # fmt: skip
         if meta["page_depth"] > 0:
-            return None
+            return
         site = meta["site"]
         for link in page.links:
             url = response.urljoin(link)

@@ -1,0 +1,336 @@
+"""The scam area against real parts: Scrapy over the local site farm, HTTP detector stand-ins,
+an OpenAI-compatible stand-in, and the stages through `dvc repro`."""
+
+import http.server
+import json
+import threading
+import time
+
+import pyarrow.parquet as pq
+import pytest
+
+from tasks.core.errors import UserError
+from tasks.scam.blocklist import Blocklist, read_sources
+from tasks.scam.crawl import Route, schedule_crawl
+from tasks.scam.farm import FarmProxy, SiteFarm
+from tasks.scam.oracle import Oracle
+from tasks.scam.params import CrawlParams, OracleParams, ScamParams
+from tests.conftest import REPO, dvc, free_port, run_cli
+
+pytestmark = pytest.mark.integration
+
+FARM = REPO / "data/seed/scam/farm"
+CAP = 2_000_000
+HOSTILE = {  # host → (outcome, reason prefix)
+    "redirect-loop.hostile.example": ("failed", "max redirections reached"),
+    "redirect-private.hostile.example": ("failed", "http 502 (dns_error)"),
+    "huge-page.hostile.example": ("failed", "too large: body over the size cap"),
+    "gzip-bomb.hostile.example": ("failed", "too large: decompressed body over the size cap"),
+    "wrong-type.hostile.example": ("skipped", "content-type: application/pdf"),
+    "binary-body.hostile.example": ("skipped", "binary body"),
+    "slow.hostile.example": ("failed", "timeout: no response within 1 s"),
+    "broken-html.hostile.example": ("ok", ""),
+    "cp1251.hostile.example": ("ok", ""),
+    "latin1-meta.hostile.example": ("ok", ""),
+}
+
+
+def _params(**overrides):
+    base = {"scheme": "http", "allow_private_networks": True, "timeout_seconds": 1,
+            "retries": 1, "max_page_bytes": CAP, "farm": {"slow_seconds": 3}}  # fmt: skip
+    return CrawlParams.model_validate({**base, **overrides})
+
+
+@pytest.fixture(scope="module")
+def crawls(tmp_path_factory):
+    """Every crawl of this module in one Twisted reactor run (it cannot restart): the farm
+    through its proxy with an HTTP cache, the same farm with the SSRF guard on, then a
+    replay from the cache with the proxy gone."""
+    from scrapy.crawler import CrawlerRunner
+    from scrapy.utils.reactor import install_reactor, is_reactor_installed
+
+    if not is_reactor_installed():
+        install_reactor("twisted.internet.asyncioreactor.AsyncioSelectorReactor")
+    from twisted.internet import defer, reactor
+
+    farm = SiteFarm.load(FARM, _params().farm)
+    blocklist = Blocklist(read_sources(REPO / "data/seed/scam/blocklists",
+                                       ScamParams().blocklist.sources))  # fmt: skip
+    seeds = [f"http://{d}/" for d in blocklist.blocked_domains()] + [
+        url for kind in ("benign", "hostile") for url in farm.seed_urls(kind)
+    ]
+    guard_seeds = ["http://golemairdrop.com/", "http://10.1.2.3/", "http://169.254.169.254/",
+                   "http://[::1]:8080/"]  # fmt: skip
+    cache = tmp_path_factory.mktemp("scam") / "httpcache"
+    hosts = tuple(farm.hosts())
+    results = {}
+
+    @defer.inlineCallbacks
+    def run_all():
+        with FarmProxy(farm) as proxy:
+            started = time.perf_counter()
+            _, done, log = schedule_crawl(CrawlerRunner, _params(), seeds,
+                                          Route(proxy.url, hosts), cache)  # fmt: skip
+            _, guarded, guard_log = schedule_crawl(
+                CrawlerRunner, _params(allow_private_networks=False), guard_seeds,
+                Route(proxy.url, hosts),
+            )  # fmt: skip
+            yield defer.DeferredList([done, guarded], fireOnOneErrback=True)
+            results.update(farm=log, guard=guard_log, proxy_log=list(proxy.requests),
+                           seconds=time.perf_counter() - started)  # fmt: skip
+        dead = f"http://127.0.0.1:{free_port()}"
+        _, replayed, replay_log = schedule_crawl(CrawlerRunner, _params(), seeds,
+                                                 Route(dead, hosts), cache)  # fmt: skip
+        yield replayed
+        results["replay"] = replay_log
+
+    def stop(outcome):
+        results["outcome"] = outcome
+        reactor.stop()
+
+    reactor.callWhenRunning(lambda: run_all().addBoth(stop))
+    reactor.run(installSignalHandlers=False)
+    assert "farm" in results and "replay" in results, results.get("outcome")
+    return results
+
+
+def _by_host(log):
+    rows = {}
+    for row in log.rows:
+        rows.setdefault(row["site"], []).append(row)
+    return rows
+
+
+def test_every_hostile_page_is_handled_with_a_reason(crawls):
+    rows = _by_host(crawls["farm"])
+    for host, (outcome, reason) in HOSTILE.items():
+        (row,) = rows[host]
+        assert row["outcome"] == outcome and row["reason"].startswith(reason), (host, row)
+    texts = {host: rows[host][0]["text"] for host in HOSTILE if rows[host][0]["outcome"] == "ok"}
+    assert "Still readable text after broken tags" in texts["broken-html.hostile.example"]
+    assert "Текст в кодировке windows-1251" in texts["cp1251.hostile.example"]
+    assert "Déjà vu" in texts["latin1-meta.hostile.example"]
+    assert crawls["seconds"] < 60  # the slow page and the 20 MB stream did not hold it up
+
+
+def test_nothing_over_the_cap_is_stored_and_scripts_are_stripped(crawls):
+    log = crawls["farm"]
+    assert log.html and max(len(body) for body in log.html.values()) <= CAP
+    ok = [r for r in log.rows if r["outcome"] == "ok"]
+    assert {r["sha256"] for r in ok} == set(log.html)
+    assert all(r["reason"] for r in log.rows if r["outcome"] != "ok")
+    assert not any("STRIPPED-SCRIPT-TEXT" in r["text"] or "font-family" in r["text"] for r in ok)
+    scam_pages = [r for r in ok if r["site"] == "ether-delta.com"]
+    assert {r["url"] for r in scam_pages} == {"http://ether-delta.com/",
+                                              "http://ether-delta.com/api"}  # fmt: skip
+    assert "https://api.ether-delta.com/v2" in scam_pages[1]["text"]
+
+
+def test_every_request_went_through_the_local_proxy(crawls):
+    log = crawls["farm"]
+    assert log.requests and log.proxied == len(log.requests)
+    assert {url for _, url in crawls["proxy_log"]} == set(log.requests) | set(
+        crawls["guard"].requests
+    )
+    unknown = [r for r in log.rows if r["reason"] == "http 502 (dns_error)"]
+    assert len(unknown) > 100  # blocklisted domains the farm does not host: answered locally
+
+
+def test_ssrf_guard_refuses_private_addresses_before_any_request(crawls):
+    guard = crawls["guard"]
+    assert guard.requests == []  # refused in the middleware: nothing reached the downloader
+    reasons = {r["url"]: r["reason"] for r in guard.rows}
+    assert all(r["outcome"] == "refused" for r in guard.rows) and len(reasons) == 4
+    assert "golemairdrop.com resolves to 127.0.0.1 (loopback)" in reasons["http://golemairdrop.com/"]
+    assert "10.1.2.3 (private)" in reasons["http://10.1.2.3/"]
+    assert "169.254.169.254 (link-local)" in reasons["http://169.254.169.254/"]
+    assert "::1 (loopback)" in reasons["http://[::1]:8080/"]
+
+
+def test_http_cache_replays_the_crawl_without_the_farm(crawls):
+    first = {r["url"]: r["sha256"] for r in crawls["farm"].rows if r["outcome"] == "ok"}
+    again = {r["url"]: r["sha256"] for r in crawls["replay"].rows if r["outcome"] == "ok"}
+    assert again == first
+
+
+class DetectorServer(http.server.BaseHTTPRequestHandler):
+    """Google Safe Browsing, ChainPatrol and URLhaus stand-ins: flag URLs containing 'bad'."""
+
+    seen: list = []
+
+    def do_POST(self):
+        raw = self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).seen.append((self.path, dict(self.headers)))
+        if self.path.startswith("/gsb"):
+            urls = [e["url"] for e in json.loads(raw)["threatInfo"]["threatEntries"]]
+            answer = {"matches": [{"threatType": "SOCIAL_ENGINEERING", "threat": {"url": u}}
+                                  for u in urls if "bad" in u]}  # fmt: skip
+        elif self.path.startswith("/chainpatrol"):
+            url = json.loads(raw)["content"]
+            answer = {"status": "BLOCKED" if "bad" in url else "UNKNOWN"}
+        else:
+            answer = {"query_status": "ok" if b"bad" in raw else "no_results",
+                      "threat": "malware_download"}  # fmt: skip
+        body = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def detector_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), DetectorServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def test_external_detectors_join_only_when_their_keys_are_set(detector_server):
+    blocklist = Blocklist(read_sources(REPO / "data/seed/scam/blocklists",
+                                       ScamParams().blocklist.sources))  # fmt: skip
+    params = OracleParams.model_validate({
+        "google_safe_browsing": {"url": f"{detector_server}/gsb", "api_key_env": "GSB_KEY"},
+        "chainpatrol": {"url": f"{detector_server}/chainpatrol", "api_key_env": "CP_KEY"},
+        "urlhaus": {"url": f"{detector_server}/urlhaus", "api_key_env": "UH_KEY"},
+    })  # fmt: skip
+    assert Oracle.from_params(params, blocklist, env={}).names == ["blocklist"]
+    oracle = Oracle.from_params(params, blocklist, env={"GSB_KEY": "g", "CP_KEY": "c",
+                                                        "UH_KEY": "u"})  # fmt: skip
+    assert oracle.names == ["blocklist", "google_safe_browsing", "chainpatrol", "urlhaus"]
+    verdicts = oracle.judge(["https://bad.example.com/", "https://golemairdrop.com/",
+                             "https://fine.example.com/"])  # fmt: skip
+    assert verdicts["https://bad.example.com/"].detectors_triggered == [
+        "google_safe_browsing", "chainpatrol", "urlhaus"
+    ]
+    assert verdicts["https://golemairdrop.com/"].detectors_triggered == ["blocklist"]
+    assert not verdicts["https://fine.example.com/"].is_malicious
+    assert len(verdicts["https://fine.example.com/"].reasons) == 4
+    headers = {path.split("?")[0]: h for path, h in DetectorServer.seen}
+    assert headers["/chainpatrol"]["X-API-KEY"] == "c" and headers["/urlhaus"]["Auth-Key"] == "u"
+    assert any(path == "/gsb?key=g" for path, _ in DetectorServer.seen)
+    down = Oracle.from_params(
+        params.model_copy(update={"urlhaus": params.urlhaus.model_copy(
+            update={"url": f"http://127.0.0.1:{free_port()}/"})}),
+        blocklist, env={"UH_KEY": "u"},
+    )  # fmt: skip
+    with pytest.raises(UserError, match=r"oracle urlhaus: .* failed .*unset it to skip"):
+        down.judge(["https://x.example.com/"])
+
+
+class ChatServer(http.server.BaseHTTPRequestHandler):
+    """OpenAI-compatible stand-in: Scam2Prompt's prompt format for site analysis, code for
+    code requests. Records every request."""
+
+    requests: list = []
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(request)
+        text = request["messages"][-1]["content"]
+        if "Website URL:" in text:
+            site = text.split("Website URL: ")[1].split("\n")[0]
+            content = (f"Purpose: an airdrop.\n- Prompt 1: Write a claim bot for {site}\n"
+                       "- Prompt 2: Write a Python client for a token airdrop API")  # fmt: skip
+        else:
+            content = '```python\nimport requests\nrequests.get("https://golemairdrop.com/x")\n```'
+        body = json.dumps({
+            "id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+        }).encode()  # fmt: skip
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monkeypatch):
+    from tasks.scam import audit, prompts
+
+    root, _ = reproduced
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = {"base_url": f"http://127.0.0.1:{server.server_port}/v1", "model": "m",
+                "api_key_env": "STAND_IN_KEY"}  # fmt: skip
+    monkeypatch.setenv("STAND_IN_KEY", "k")
+    params = ScamParams.model_validate({
+        "prompts": {"backend": "openai", "openai": endpoint},
+        "audit": {"models": [{"name": "stand-in", "backend": "openai", "openai": endpoint}]},
+    })  # fmt: skip
+    inputs = {"pages": root / "data/interim/scam/pages.parquet",
+              "blocklist": root / "data/processed/scam/blocklist.parquet"}  # fmt: skip
+    written = prompts.run(params, inputs)["prompts"].to_pylist()
+    assert written and {r["generator"] for r in written} == {"openai:m"}
+    assert {r["category"] for r in written} == {1, 2}  # the claim bot names the site
+    site_requests = [r for r in ChatServer.requests if r["messages"][0]["role"] == "system"]
+    assert site_requests[0]["temperature"] == 0.3 and site_requests[0]["max_tokens"] == 2000
+    pq.write_table(prompts.pa.Table.from_pylist(written, schema=prompts.SCHEMA),
+                   root.parent / "prompts.parquet")  # fmt: skip
+    result = audit.run(params, {**inputs, "prompts": root.parent / "prompts.parquet"})
+    assert result["metrics"]["models"]["stand-in"]["malicious_rate"] == 1.0
+    code_requests = [r for r in ChatServer.requests if "expert programmer" in str(r)]
+    assert {r["temperature"] for r in code_requests} == {0.0}
+    assert len({r["seed"] for r in code_requests}) == len(code_requests)  # MD5 of each prompt
+    server.shutdown()
+
+
+def test_dvc_repro_crawls_the_farm_and_writes_prompts_and_the_bench(reproduced):
+    root, _ = reproduced
+    metrics = json.loads((root / "data/interim/scam/crawl_metrics.json").read_text())
+    assert metrics["requests"] > 0 and metrics["requests_via_farm_proxy"] == metrics["requests"]
+    pages = pq.read_table(root / "data/interim/scam/pages.parquet").to_pylist()
+    hostile = {r["site"]: r for r in pages if r["site"].endswith(".hostile.example")}
+    assert set(hostile) == set(HOSTILE)
+    assert all(r["reason"] for r in hostile.values() if r["outcome"] != "ok")
+    html = {p.stem for p in (root / "data/interim/scam/html").iterdir()}
+    assert html == {r["sha256"] for r in pages if r["outcome"] == "ok"}
+    bench = pq.read_table(root / "data/processed/scam/innoc2scam_bench.parquet")
+    assert {"prompt", "category", "urls_found", "malicious_urls", "oracle_results",
+            "model"} <= set(bench.column_names)  # fmt: skip
+    rows = bench.to_pylist()
+    flagged = [r for r in rows if r["has_malicious_urls"]]
+    assert flagged and all(r["category"] == 1 for r in flagged)
+    url, verdict = flagged[0]["oracle_results"][0]
+    assert verdict["is_malicious"] and verdict["detectors_triggered"] == ["blocklist"]
+    audit = json.loads((root / "data/processed/scam/audit_metrics.json").read_text())
+    baseline = audit["models"]["template-baseline"]
+    assert baseline["malicious_rate_category_1"] == 1.0
+    assert baseline["malicious_rate_category_2"] == 0.0
+
+
+def test_malformed_blocklist_stops_the_stage_with_one_line(repo_copy):
+    path = repo_copy / "data/seed/scam/blocklists/eth-phishing-detect-config.json"
+    lines = path.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if '"golemairdrop.com"' in line)
+    lines[index] = lines[index].replace("golemairdrop.com", "golem airdrop!")
+    path.write_text("\n".join(lines) + "\n")
+    result = run_cli("stage", "scam.blocklist", cwd=repo_copy)
+    assert result.returncode == 2
+    message = result.stderr.strip()
+    assert message.count("\n") == 0 and "Traceback" not in message
+    assert f"eth-phishing-detect-config.json: line {index + 1}:" in message
+    assert not (repo_copy / "data/processed/scam/blocklist.parquet").exists()
+    assert dvc("status", "scam-blocklist", cwd=repo_copy).returncode == 0
+
+
+def test_scam_cli_extracts_and_checks_urls(tmp_path):
+    answer = tmp_path / "answer.md"
+    answer.write_text('```js\nfetch("https://api." + "golemairdrop.com/claim")\n```\n')
+    urls = run_cli("scam", "urls", str(answer), cwd=REPO)
+    assert urls.returncode == 0 and urls.stdout.split() == ["https://api.golemairdrop.com/claim"]
+    checked = run_cli("scam", "check", "https://api.golemairdrop.com/claim", "metamask.io",
+                      cwd=REPO)  # fmt: skip
+    assert checked.returncode == 1  # something malicious
+    first, second = [line.split("\t") for line in checked.stdout.splitlines()]
+    assert first[:3] == ["https://api.golemairdrop.com/claim", "malicious", "blocklist"]
+    assert second[:3] == ["http://metamask.io/", "clean", "-"]
+    assert run_cli("scam", "check", "metamask.io", cwd=REPO).returncode == 0
