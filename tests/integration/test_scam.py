@@ -141,7 +141,9 @@ def test_ssrf_guard_refuses_private_addresses_before_any_request(crawls):
     assert guard.requests == []  # refused in the middleware: nothing reached the downloader
     reasons = {r["url"]: r["reason"] for r in guard.rows}
     assert all(r["outcome"] == "refused" for r in guard.rows) and len(reasons) == 4
-    assert "golemairdrop.com resolves to 127.0.0.1 (loopback)" in reasons["http://golemairdrop.com/"]
+    assert (
+        "golemairdrop.com resolves to 127.0.0.1 (loopback)" in reasons["http://golemairdrop.com/"]
+    )
     assert "10.1.2.3 (private)" in reasons["http://10.1.2.3/"]
     assert "169.254.169.254 (link-local)" in reasons["http://169.254.169.254/"]
     assert "::1 (loopback)" in reasons["http://[::1]:8080/"]
@@ -205,7 +207,9 @@ def test_external_detectors_join_only_when_their_keys_are_set(detector_server):
     verdicts = oracle.judge(["https://bad.example.com/", "https://golemairdrop.com/",
                              "https://fine.example.com/"])  # fmt: skip
     assert verdicts["https://bad.example.com/"].detectors_triggered == [
-        "google_safe_browsing", "chainpatrol", "urlhaus"
+        "google_safe_browsing",
+        "chainpatrol",
+        "urlhaus",
     ]
     assert verdicts["https://golemairdrop.com/"].detectors_triggered == ["blocklist"]
     assert not verdicts["https://fine.example.com/"].is_malicious
@@ -255,6 +259,7 @@ class ChatServer(http.server.BaseHTTPRequestHandler):
 
 def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monkeypatch):
     from tasks.scam import audit, prompts
+    from tasks.scam.code_models import prompt_seed
 
     root, _ = reproduced
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
@@ -279,7 +284,9 @@ def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monk
     assert result["metrics"]["models"]["stand-in"]["malicious_rate"] == 1.0
     code_requests = [r for r in ChatServer.requests if "expert programmer" in str(r)]
     assert {r["temperature"] for r in code_requests} == {0.0}
-    assert len({r["seed"] for r in code_requests}) == len(code_requests)  # MD5 of each prompt
+    for request in code_requests:  # the seed is the MD5 of the prompt the code is for
+        asked = request["messages"][-1]["content"].split("Task: ", 1)[1]
+        assert request["seed"] == prompt_seed(asked)
     server.shutdown()
 
 
