@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import shutil
 import socket
@@ -159,3 +161,26 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+class StandIn(http.server.BaseHTTPRequestHandler):
+    """Base of the tests' local HTTP stand-ins: `reply` sends a body, no access log."""
+
+    def reply(self, payload, content_type: str = "application/json") -> None:
+        body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def reply_chat(self, model: str, content: str) -> None:
+        """An OpenAI-compatible chat.completion answer."""
+        self.reply({
+            "id": "x", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+        })  # fmt: skip
+
+    def log_message(self, *args) -> None:
+        pass

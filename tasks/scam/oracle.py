@@ -10,6 +10,7 @@ A URL is malicious when any detector flags it (Scam2Prompt's oracle). Detectors:
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -80,8 +81,8 @@ def _session() -> requests.Session:
     return session
 
 
-class ExternalDetector:
-    """An HTTP lookup service; `_lookup` turns one batch into findings."""
+class ExternalDetector(ABC):
+    """An HTTP lookup service; each subclass's `_lookup` turns one batch into findings."""
 
     name = ""
     batch_size = 1
@@ -103,8 +104,8 @@ class ExternalDetector:
                 ) from None
         return findings
 
-    def _lookup(self, batch: list[str]) -> dict[str, Finding]:
-        raise NotImplementedError
+    @abstractmethod
+    def _lookup(self, batch: list[str]) -> dict[str, Finding]: ...
 
 
 class GoogleSafeBrowsing(ExternalDetector):

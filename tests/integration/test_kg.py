@@ -29,7 +29,7 @@ from tasks.kg.mine import property_lists
 from tasks.kg.miner import mine_paths
 from tasks.kg.params import SparqlParams
 from tasks.kg.sparql import SparqlClient
-from tests.conftest import REPO, copy_repo, dvc, free_port, run_cli
+from tests.conftest import REPO, StandIn, copy_repo, dvc, free_port, run_cli
 
 pytestmark = pytest.mark.integration
 MULTIHAL = REPO / "data" / "seed" / "multihal"
@@ -218,7 +218,7 @@ def test_dvc_repro_builds_a_multihal_table_that_validates(reproduced):
     assert "up to date" in status.stdout.lower() or not status.stdout.strip()
 
 
-class ChatServer(http.server.BaseHTTPRequestHandler):
+class ChatServer(StandIn):
     """An OpenAI-compatible /v1/chat/completions stand-in: picks the first k paths it is
     shown and scores a path 5 when its text names "P37", else 2. Records the prompts."""
 
@@ -233,19 +233,7 @@ class ChatServer(http.server.BaseHTTPRequestHandler):
             content = ", ".join(str(n) for n in range(1, k + 1))
         else:
             content = "5" if "path: Q1009 official language" in prompt else "Score: 2"
-        body = json.dumps({
-            "id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-        }).encode()  # fmt: skip
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply_chat(request["model"], content)
 
 
 def test_openai_judge_runs_multihals_protocol_over_http(monkeypatch):

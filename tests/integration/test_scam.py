@@ -15,7 +15,7 @@ from tasks.scam.crawl import Route, schedule_crawl
 from tasks.scam.farm import FarmProxy, SiteFarm
 from tasks.scam.oracle import Oracle
 from tasks.scam.params import CrawlParams, OracleParams, ScamParams
-from tests.conftest import REPO, dvc, free_port, run_cli
+from tests.conftest import REPO, StandIn, dvc, free_port, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -155,7 +155,7 @@ def test_http_cache_replays_the_crawl_without_the_farm(crawls):
     assert again == first
 
 
-class DetectorServer(http.server.BaseHTTPRequestHandler):
+class DetectorServer(StandIn):
     """Google Safe Browsing, ChainPatrol and URLhaus stand-ins: flag URLs containing 'bad'."""
 
     seen: list = []
@@ -173,15 +173,7 @@ class DetectorServer(http.server.BaseHTTPRequestHandler):
         else:
             answer = {"query_status": "ok" if b"bad" in raw else "no_results",
                       "threat": "malware_download"}  # fmt: skip
-        body = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply(answer)
 
 
 @pytest.fixture
@@ -226,7 +218,7 @@ def test_external_detectors_join_only_when_their_keys_are_set(detector_server):
         down.judge(["https://x.example.com/"])
 
 
-class ChatServer(http.server.BaseHTTPRequestHandler):
+class ChatServer(StandIn):
     """OpenAI-compatible stand-in: Scam2Prompt's prompt format for site analysis, code for
     code requests. Records every request."""
 
@@ -242,19 +234,7 @@ class ChatServer(http.server.BaseHTTPRequestHandler):
                        "- Prompt 2: Write a Python client for a token airdrop API")  # fmt: skip
         else:
             content = '```python\nimport requests\nrequests.get("https://golemairdrop.com/x")\n```'
-        body = json.dumps({
-            "id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-        }).encode()  # fmt: skip
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
+        self.reply_chat(request["model"], content)
 
 
 def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monkeypatch):
