@@ -17,8 +17,10 @@ import pyarrow as pa
 
 from tasks.core.io import read_parquet
 from tasks.core.params import RuntimeParams
+from tasks.core.paths import repo_root
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage
+from tasks.core.telemetry import record_telemetry
 from tasks.kg import codex, endpoint
 from tasks.kg.labels import fetch_labels, render, render_parts, unlabelled
 from tasks.kg.miner import KgPath, PropertyLists, mine_paths
@@ -104,7 +106,7 @@ def mine_summary(
     return {
         "paths_mined": counts["mined"], "paths_after_filter": counts["kept"],
         "per_source": {k: dict(sorted(v.items())) for k, v in sorted(per_source.items())},
-        "queries": stats,
+        "queries": stats["queries"],  # hits and round trips depend on the cache: telemetry
     }  # fmt: skip
 
 
@@ -119,6 +121,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) ->
         stats = client.stats.as_dict()
     rows = path_rows(items, paths, labels, languages)
     table = pa.Table.from_pylist(rows, schema=paths_schema(qa.schema, languages))
+    record_telemetry(STAGE.name, stats, repo_root(inputs["qa"]))
     log.info("kg.mine: %d paths for %d items; queries %s", len(rows), len(items), stats)
     return {"paths": table, "metrics": mine_summary(rows, counts, items, stats)}
 

@@ -272,8 +272,9 @@ def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monk
 
 def test_dvc_repro_crawls_the_farm_and_writes_prompts_and_the_bench(reproduced):
     root, _ = reproduced
-    metrics = json.loads((root / "data/interim/scam/crawl_metrics.json").read_text())
-    assert metrics["requests"] > 0 and metrics["requests_via_farm_proxy"] == metrics["requests"]
+    telemetry = json.loads((root / ".paperline/telemetry/scam.crawl.json").read_text())
+    assert telemetry["requests"] > 0
+    assert telemetry["requests_via_farm_proxy"] == telemetry["requests"]
     pages = pq.read_table(root / "data/interim/scam/pages.parquet").to_pylist()
     hostile = {r["site"]: r for r in pages if r["site"].endswith(".hostile.example")}
     assert set(hostile) == set(HOSTILE)
