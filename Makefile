@@ -36,6 +36,7 @@ bench: setup
 	$(BIN)/python benchmarks/mlm_throughput.py --steps 60
 	$(BIN)/python benchmarks/kg_mining.py --pairs 1000
 	$(BIN)/python benchmarks/crawl.py --copies 20
+	$(BIN)/python benchmarks/delta_rule.py --lengths 128,512
 
 lint: setup
 	$(BIN)/ruff check .

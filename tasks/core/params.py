@@ -16,6 +16,7 @@ from tasks.core.errors import ParamsError
 from tasks.core.paths import repo_root
 from tasks.core.strict_model import StrictModel
 from tasks.corpus.params import CorpusParams
+from tasks.deltastack.params import DeltaStackParams
 from tasks.kg.params import KgParams
 from tasks.mlm.params import MlmParams
 from tasks.scam.params import ScamParams
@@ -76,6 +77,7 @@ class Params(StrictModel):
     mlm: MlmParams = MlmParams()
     kg: KgParams = KgParams()
     scam: ScamParams = ScamParams()
+    deltastack: DeltaStackParams = DeltaStackParams()
 
 
 def load_params(path: Path | None = None) -> Params:

@@ -43,6 +43,8 @@ def quiet_worker_logs() -> None:
     logging.getLogger(
         "ray.train.v2._internal.execution.controller.placement_group_cleaner"
     ).setLevel(logging.ERROR)
+    # Tune trials log every checkpoint they save at INFO; the trial's own reports say enough
+    logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
 
 
 def map_table(
