@@ -104,6 +104,18 @@ def copy_repo(target: Path, small: bool = True) -> Path:
     return shrink_repo(target) if small else target
 
 
+@pytest.fixture(autouse=True)
+def restore_mlflow_uri():
+    """`mlflow.set_tracking_uri` also exports MLFLOW_TRACKING_URI, which would send the
+    stages a later test starts as subprocesses to this test's store."""
+    before = os.environ.get("MLFLOW_TRACKING_URI")
+    yield
+    if before is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = before
+
+
 @pytest.fixture
 def repo_copy(tmp_path: Path) -> Path:
     return copy_repo(tmp_path / "repo")

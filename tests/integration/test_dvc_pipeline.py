@@ -80,7 +80,11 @@ def copy_without_state(source, target):
     def ignore(folder, names):
         if Path(folder) == source:
             return {".paperline"} & set(names)
-        return {"cache", "tmp"} & set(names) if Path(folder).name == ".dvc" else set()
+        if Path(folder).name == ".dvc":
+            return {"tmp"} & set(names)
+        # the object cache stays (an output missing from it counts as changed); the run
+        # cache goes, or DVC would restore the deleted outputs instead of running the stages
+        return {"runs"} & set(names) if Path(folder).name == "cache" else set()
 
     shutil.copytree(source, target, ignore=ignore)
     return target
