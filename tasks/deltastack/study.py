@@ -101,9 +101,10 @@ def run_grid(params: DeltaStackParams, runtime: RuntimeParams, parent_run: str) 
 
 def summarize(rows: list[dict], params: DeltaStackParams) -> dict[str, Any]:
     """Mean over seeds per task, model and bucket; does DeltaStack beat DeltaNet at the
-    longest lengths?"""
+    longest lengths by more than the measurement noise?"""
     names = [bucket_name(b) for b in buckets(params.lengths.test_buckets)]
     longest = names[-1]
+    sequences = params.budget.eval_examples * len(params.budget.seeds)
     tasks: dict[str, Any] = {}
     for task in params.tasks:
         models = {}
@@ -118,15 +119,27 @@ def summarize(rows: list[dict], params: DeltaStackParams) -> dict[str, Any]:
             }  # fmt: skip
         entry: dict[str, Any] = {"models": models}
         if {"deltastack", "deltanet"} <= set(models):
-            ours, theirs = models["deltastack"], models["deltanet"]
-            margin = ours["longest_accuracy"] - theirs["longest_accuracy"]
+            ours = models["deltastack"]["longest_accuracy"]
+            theirs = models["deltanet"]["longest_accuracy"]
+            margin, noise = ours - theirs, noise_margin(ours, theirs, sequences)
+            verdict = "tie" if abs(margin) <= noise else "better" if margin > 0 else "worse"
             entry |= {"deltastack_minus_deltanet": round(margin, 4),
-                      "deltastack_beats_deltanet": bool(margin > 0)}  # fmt: skip
+                      "noise_margin": round(noise, 4), "deltastack_vs_deltanet": verdict,
+                      "deltastack_beats_deltanet": verdict == "better"}  # fmt: skip
         tasks[task] = entry
     wins = [t for t, e in tasks.items() if e.get("deltastack_beats_deltanet")]
     return {"preset": params.preset, "trials": len(rows), "seeds": params.budget.seeds,
             "steps": params.budget.steps, "longest_bucket": longest,
+            "test_sequences_per_bucket": sequences,
             "deltastack_beats_deltanet": len(wins), "tasks": tasks}  # fmt: skip
+
+
+def noise_margin(ours: float, theirs: float, sequences: int) -> float:
+    """Two standard errors of the difference of two accuracies measured on `sequences` test
+    sequences each. Sequences, not tokens, are the independent units (a sequence's tokens
+    are scored together), so this is conservative for tasks with many tokens per sequence."""
+    variance = (ours * (1 - ours) + theirs * (1 - theirs)) / max(1, sequences)
+    return 2 * float(np.sqrt(variance))
 
 
 CONTEXT_FREE = ("dyck", "reverse_string", "stack_manipulation")
@@ -140,7 +153,8 @@ def table_markdown(results: dict[str, Any], params: DeltaStackParams) -> str:
         f"Preset `{results['preset']}`: {results['steps']} steps, seeds {results['seeds']}, "
         f"train lengths {params.lengths.train_min}–{params.lengths.train_max}. Masked per-token "
         "accuracy, mean over seeds. The paper expects DeltaStack ahead on the context-free tasks "
-        f"({', '.join(CONTEXT_FREE)}).",
+        f"({', '.join(CONTEXT_FREE)}). A difference within ± two standard errors "
+        f"({results['test_sequences_per_bucket']} test sequences per bucket) is a tie.",
         "",
         "| task | " + " | ".join(params.models) + " | DeltaStack beats DeltaNet? |",
         "|---|" + "---|" * (len(params.models) + 1),
@@ -148,9 +162,10 @@ def table_markdown(results: dict[str, Any], params: DeltaStackParams) -> str:
     for task, entry in results["tasks"].items():
         cells = [f"{entry['models'][m]['longest_accuracy']:.3f}" for m in params.models]
         verdict = "—"
-        if "deltastack_beats_deltanet" in entry:
-            margin = entry["deltastack_minus_deltanet"]
-            verdict = f"{'yes' if entry['deltastack_beats_deltanet'] else 'no'} ({margin:+.3f})"
+        if "deltastack_vs_deltanet" in entry:
+            answer = {"better": "yes", "worse": "no", "tie": "tie"}[entry["deltastack_vs_deltanet"]]
+            margin, noise = entry["deltastack_minus_deltanet"], entry["noise_margin"]
+            verdict = f"{answer} ({margin:+.3f} ± {noise:.3f})"
         lines.append(f"| {task} | " + " | ".join(cells) + f" | {verdict} |")
     return "\n".join(lines) + "\n"
 

@@ -28,7 +28,10 @@ def test_study_writes_the_table_curves_and_one_mlflow_run_per_trial(reproduced):
             entry["models"]["deltastack"]["longest_accuracy"]
             - entry["models"]["deltanet"]["longest_accuracy"]
         )
-        assert entry["deltastack_beats_deltanet"] == (margin > 0)
+        assert entry["deltastack_minus_deltanet"] == pytest.approx(margin, abs=1e-4)
+        verdict = entry["deltastack_vs_deltanet"]
+        assert (verdict == "tie") == (abs(margin) <= entry["noise_margin"])
+        assert entry["deltastack_beats_deltanet"] == (verdict == "better")
     table = (out / "results.md").read_text()
     assert "| parity |" in table and "| dyck |" in table
     with open(out / "curves/dyck.csv", newline="") as handle:

@@ -158,19 +158,37 @@ def test_a_trial_resumed_from_its_checkpoint_ends_where_an_unbroken_one_does():
     assert resumed_reports[-1]["loss"] == pytest.approx(states[-1][0]["loss"], rel=1e-5)
 
 
-def test_summary_averages_seeds_and_compares_the_longest_bucket():
-    params = _params(seeds=[0, 1])
+def _summary(accuracies, eval_examples):
+    params = _params(seeds=[0, 1], eval_examples=eval_examples)
     params = params.model_copy(update={"tasks": ["dyck"], "models": ["deltastack", "deltanet"]})
     rows = [{"task": "dyck", "model": model, "seed": seed, "train_accuracy": 0.5,
              "accuracy_8-12": accuracy}
-            for model, seed, accuracy in [("deltastack", 0, 0.9), ("deltastack", 1, 0.7),
-                                          ("deltanet", 0, 0.6), ("deltanet", 1, 0.9)]]  # fmt: skip
+            for (model, seed), accuracy in zip(
+                [("deltastack", 0), ("deltastack", 1), ("deltanet", 0), ("deltanet", 1)],
+                accuracies, strict=True)]  # fmt: skip
     results = summarize(rows, params)
+    return results, table_markdown(results, params)
+
+
+def test_summary_averages_seeds_and_calls_a_gap_within_noise_a_tie():
+    results, table = _summary([0.9, 0.7, 0.6, 0.9], eval_examples=4)
     entry = results["tasks"]["dyck"]
     assert entry["models"]["deltastack"]["longest_accuracy"] == pytest.approx(0.8)
     assert entry["deltastack_minus_deltanet"] == pytest.approx(0.05)
-    assert entry["deltastack_beats_deltanet"] and results["deltastack_beats_deltanet"] == 1
-    assert "| dyck | 0.800 | 0.750 | yes (+0.050) |" in table_markdown(results, params)
+    # 8 sequences per model: 2·sqrt((0.8·0.2 + 0.75·0.25) / 8) = 0.417
+    assert entry["noise_margin"] == pytest.approx(0.4168, abs=1e-4)
+    assert entry["deltastack_vs_deltanet"] == "tie" and not entry["deltastack_beats_deltanet"]
+    assert results["deltastack_beats_deltanet"] == 0
+    assert "| dyck | 0.800 | 0.750 | tie (+0.050 ± 0.417) |" in table
+
+
+def test_summary_calls_a_gap_beyond_noise_a_win_or_a_loss():
+    results, table = _summary([0.95, 0.95, 0.5, 0.5], eval_examples=500)
+    assert results["tasks"]["dyck"]["deltastack_vs_deltanet"] == "better"
+    assert results["deltastack_beats_deltanet"] == 1 and "| yes (+0.450 ± 0.035) |" in table
+    results, table = _summary([0.5, 0.5, 0.95, 0.95], eval_examples=500)
+    assert results["tasks"]["dyck"]["deltastack_vs_deltanet"] == "worse"
+    assert results["deltastack_beats_deltanet"] == 0 and "| no (-0.450 ± 0.035) |" in table
 
 
 def test_an_unknown_preset_is_named():
