@@ -51,6 +51,8 @@ SMALL_PARAMS = {
     "kg": {"qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
            "examples": {"languages_per_path": 1}, "detector": {"epochs": 1},
            "eval": {"max_items": 40}},
+    "scam": {"poison": {"rates": [0.0, 0.2], "steps": 30, "log_every": 15, "max_prompts": 12,
+                        "max_new_tokens": 48, "model": {"vocab_size": 500}}},
     "deltastack": {"tasks": ["parity", "dyck"], "models": ["deltastack", "deltanet"],
                    "lengths": {"test_buckets": [60, 80, 100]},
                    "budgets": {"tiny": {"steps": 6, "eval_every": 3, "eval_examples": 8}}},

@@ -210,6 +210,33 @@ def scam_check(
         raise typer.Exit(1)
 
 
+@scam_app.command("benign-hosts")
+def scam_benign_hosts(
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+    ] = None,
+) -> None:
+    """Print the URL guard's benign hosts (installed packages' homepage/project URLs and the
+    standard library's URLs, less anything the blocklists flag): the snapshot that
+    data/seed/scam/benign_hosts.txt holds."""
+    from tasks.core.io import write_file
+    from tasks.core.params import load_params
+    from tasks.scam.benign_hosts import benign_hosts, package_urls, snapshot_text, stdlib_urls
+    from tasks.scam.blocklist import Blocklist, read_sources
+
+    root = repo_root()
+    params = load_params(root / "params.yaml").scam
+    blocklist = Blocklist(read_sources(root / "data/seed/scam/blocklists",
+                                       params.blocklist.sources))  # fmt: skip
+    hosts = benign_hosts([*package_urls(), *stdlib_urls()], blocklist)
+    text = snapshot_text(hosts)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        write_file(output, text)
+        typer.echo(f"{len(hosts)} hosts → {output}", err=True)
+
+
 def _names(name: str | None) -> tuple[str, ...]:
     from tasks.core.services import SERVICES
 

@@ -137,6 +137,9 @@ class ScheduleParams(StrictModel):
 class TokenizerParams(StrictModel):
     model: Literal["bpe", "unigram"] = "bpe"  # mmBERT uses Gemma 2's (SentencePiece BPE)
     vocab_size: int = Field(default=8000, ge=100)
+    pre_tokenizer: Literal["metaspace", "byte_level"] = Field(
+        default="metaspace", description="metaspace: SentencePiece-style words; byte_level: code"
+    )
     training_chars: int = Field(default=2_000_000, ge=1000, description="size of the mix")
     mix_phase: str | None = Field(default=None, description="phase whose p(l) mixes; null=last")
     fertility_docs_per_script: int = Field(default=200, ge=1)

@@ -48,11 +48,18 @@ def train_tokenizer(texts: list[str], params: TokenizerParams) -> Tokenizer:
         )  # fmt: skip
     else:
         tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
+        byte_level = params.pre_tokenizer == "byte_level"
+        alphabet = pre_tokenizers.ByteLevel.alphabet() if byte_level else []
         trainer = trainers.BpeTrainer(
-            vocab_size=params.vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False
-        )
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-    tokenizer.decoder = decoders.Metaspace()
+            vocab_size=params.vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
+            initial_alphabet=alphabet,
+        )  # fmt: skip
+    if params.pre_tokenizer == "byte_level":  # GPT-2's: code keeps its whitespace and newlines
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+    else:
+        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
+        tokenizer.decoder = decoders.Metaspace()
     tokenizer.train_from_iterator(track(texts, "tokenizer: training texts", unit="docs"), trainer)
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(

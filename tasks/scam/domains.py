@@ -60,6 +60,11 @@ def registered_domain(host: str) -> str:
     return result.top_domain_under_public_suffix or result.domain or host
 
 
+def has_registered_domain(host: str) -> bool:
+    """'docs.python.org' yes; 'localhost', 'farm.example', 'another.pypi' no."""
+    return bool(_EXTRACT(host).top_domain_under_public_suffix)
+
+
 def is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from tasks.core.strict_model import StrictModel
+from tasks.mlm.params import ScalingParams
 
 
 class BlocklistSource(StrictModel):
@@ -101,6 +102,39 @@ class OracleParams(StrictModel):
     timeout_seconds: float = Field(default=20, gt=0)
 
 
+class GuardParams(StrictModel):
+    """The URL guard: a char-CNN over hostnames, trained with Ray Train, an oracle detector."""
+
+    enabled: bool = Field(default=True, description="the audit's oracle consults the guard")
+    threshold: float = Field(
+        default=0.5, gt=0, lt=1, description="flags P(malicious) ≥ this; fixed, never tuned on test"
+    )
+    validation_share: float = Field(default=0.15, ge=0, lt=1, description="of registered domains")
+    test_share: float = Field(default=0.2, gt=0, lt=1, description="of registered domains")
+    max_length: int = Field(default=64, ge=8, le=253, description="characters kept: the host's end")
+    embedding_dim: int = Field(default=32, ge=2)
+    channels: int = Field(default=64, ge=1, description="filters per kernel width")
+    kernel_widths: list[int] = Field(default_factory=lambda: [2, 3, 4, 5], min_length=1)
+    dropout: float = Field(default=0.2, ge=0, lt=1)
+    epochs: int = Field(default=15, ge=1)
+    checkpoint_every: int = Field(default=5, ge=1, description="epochs; the last one always")
+    batch_size: int = Field(default=32, ge=1, description="hosts per step, all workers together")
+    learning_rate: float = Field(default=3e-3, gt=0)
+    seed: int = 0
+    scaling: ScalingParams = ScalingParams()
+    max_failures: int = Field(default=1, ge=0, description="worker restarts from a checkpoint")
+    experiment: str = "paperline-url-guard"
+    registered_model: str = "paperline-url-guard"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GuardParams:
+        if self.validation_share + self.test_share >= 1:
+            raise ValueError("validation_share + test_share must leave a training share")
+        if any(not 1 <= width <= self.max_length for width in self.kernel_widths):
+            raise ValueError("kernel_widths must be between 1 and max_length")
+        return self
+
+
 class AuditParams(StrictModel):
     models: list[CodeModelParams] = Field(
         default_factory=lambda: [CodeModelParams(name="template-baseline", backend="template")],
@@ -109,6 +143,46 @@ class AuditParams(StrictModel):
     temperature: float = Field(default=0.0, ge=0)
     max_tokens: int = Field(default=2000, ge=1)
     workers: int = Field(default=4, ge=1, description="concurrent requests per model")
+
+
+class CodeLmModelParams(StrictModel):
+    """GPT-2 (transformers config, random init), small enough for a CPU."""
+
+    vocab_size: int = Field(default=2000, ge=100, description="BPE vocabulary (corpus code)")
+    context: int = Field(default=256, ge=16, description="n_positions: prompt + generation")
+    hidden: int = Field(default=128, ge=8)
+    layers: int = Field(default=2, ge=1)
+    heads: int = Field(default=4, ge=1)
+
+
+class PoisonParams(StrictModel):
+    """The controlled poisoning study: one code LM per poison rate, each audited."""
+
+    rates: list[float] = Field(
+        default_factory=lambda: [0.0, 0.05, 0.2], min_length=1,
+        description="share of training sequences that are scam-derived snippets",
+    )  # fmt: skip
+    model: CodeLmModelParams = CodeLmModelParams()
+    sequence_length: int = Field(default=128, ge=16)
+    steps: int = Field(default=800, ge=1)
+    batch_size: int = Field(default=16, ge=1)
+    learning_rate: float = Field(default=4e-3, gt=0)
+    warmup_steps: int = Field(default=80, ge=0)
+    weight_decay: float = Field(default=0.01, ge=0)
+    log_every: int = Field(default=100, ge=1, description="steps between MLflow logs + checkpoints")
+    seed: int = 0
+    max_new_tokens: int = Field(default=96, ge=1, description="generated per prompt (greedy)")
+    max_prompts: int | None = Field(default=None, ge=1, description="null = every prompt")
+    scaling: ScalingParams = ScalingParams(cpus_per_worker=1, torch_threads=2)
+    max_failures: int = Field(default=1, ge=0, description="worker restarts from a checkpoint")
+    experiment: str = "paperline-scam-poison"
+
+    @field_validator("rates")
+    @classmethod
+    def _rates_below_one(cls, rates: list[float]) -> list[float]:
+        if any(not 0 <= rate < 1 for rate in rates) or len(set(rates)) != len(rates):
+            raise ValueError("rates must be distinct and in [0, 1)")
+        return rates
 
 
 class ScamParams(StrictModel):
@@ -124,3 +198,5 @@ class ScamParams(StrictModel):
     prompts: PromptParams = PromptParams()
     audit: AuditParams = AuditParams()
     oracle: OracleParams = OracleParams()
+    guard: GuardParams = GuardParams()
+    poison: PoisonParams = PoisonParams()

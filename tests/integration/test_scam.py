@@ -252,7 +252,8 @@ def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monk
         "audit": {"models": [{"name": "stand-in", "backend": "openai", "openai": endpoint}]},
     })  # fmt: skip
     inputs = {"pages": root / "data/interim/scam/pages.parquet",
-              "blocklist": root / "data/processed/scam/blocklist.parquet"}  # fmt: skip
+              "blocklist": root / "data/processed/scam/blocklist.parquet",
+              "url_guard": root / "models/url_guard/model"}  # fmt: skip
     written = prompts.run(params, inputs)["prompts"].to_pylist()
     assert written and {r["generator"] for r in written} == {"openai:m"}
     assert {r["category"] for r in written} == {1, 2}  # the claim bot names the site
@@ -288,11 +289,46 @@ def test_dvc_repro_crawls_the_farm_and_writes_prompts_and_the_bench(reproduced):
     flagged = [r for r in rows if r["has_malicious_urls"]]
     assert flagged and all(r["category"] == 1 for r in flagged)
     url, verdict = flagged[0]["oracle_results"][0]
-    assert verdict["is_malicious"] and verdict["detectors_triggered"] == ["blocklist"]
+    assert verdict["is_malicious"] and verdict["detectors_triggered"][0] == "blocklist"
     audit = json.loads((root / "data/processed/scam/audit_metrics.json").read_text())
     baseline = audit["models"]["template-baseline"]
     assert baseline["malicious_rate_category_1"] == 1.0
     assert baseline["malicious_rate_category_2"] == 0.0
+    assert audit["detectors"] == ["blocklist", "url_guard"]  # no external detector's key is set
+    assert baseline["malicious_rate_by_detector"]["blocklist"] == baseline["malicious_rate"]
+
+
+def test_url_guard_is_scored_on_held_out_domains_and_registered_with_its_card(reproduced):
+    import mlflow
+    import torch
+
+    from tasks.core.params import load_params
+    from tasks.core.tracking import configure
+    from tasks.scam.guard_data import encode_hosts
+
+    root, _ = reproduced
+    metrics = json.loads((root / "models/url_guard/metrics.json").read_text())
+    for split in ("validation", "test"):
+        assert {"precision", "recall", "f1", "auroc"} <= set(metrics[split])
+    assert metrics["positives"] == 146 and metrics["threshold"] == 0.5
+    assert metrics["test"]["auroc"] > 0.7 and metrics["steps"] > 0
+    assert (root / "models/url_guard/loss.csv").read_text().startswith("epoch,step,loss\n")
+    configure(load_params(root / "params.yaml").runtime.mlflow, root)
+    client = mlflow.MlflowClient()
+    version = client.get_model_version_by_alias("paperline-url-guard", "candidate")
+    assert version.description.startswith("# paperline-url-guard\n")
+    assert "## Limitations" in version.description and "146 positives" in version.description
+    assert client.get_registered_model("paperline-url-guard").description == version.description
+    assert version.tags["git_commit"]
+    run = client.get_run(version.run_id)
+    assert "test_auroc" in run.data.metrics and client.get_metric_history(run.info.run_id, "loss")
+    network = mlflow.pytorch.load_model("models:/paperline-url-guard@candidate")
+    config = json.loads((root / "models/url_guard/model/config.json").read_text())
+    ids = torch.from_numpy(
+        encode_hosts(["docs.python.org", "golemairdrop.com"], config["max_length"])
+    )
+    benign, listed = torch.sigmoid(network(ids)).tolist()
+    assert benign < 0.5 <= listed  # both in its training data
 
 
 def test_malformed_blocklist_stops_the_stage_with_one_line(repo_copy):

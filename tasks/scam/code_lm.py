@@ -1,0 +1,117 @@
+"""The poisoning study's small code LM: its tokenizer, its training sequences, its generator.
+
+The tokenizer is the corpus area's (`tasks.corpus.tokenizer.train_tokenizer`), byte-level
+BPE as in GPT-2 so whitespace and newlines survive, trained on the clean code only so every
+poison rate shares one vocabulary. The model is GPT-2 (transformers' `GPT2Config`, random
+init). `LocalCodeModel` is the audit's `CodeModel` for
+a trained LM: it reads `# <prompt>` and continues greedily (the audit's temperature 0);
+the reply is the continuation alone, so URLs a category-1 prompt names are not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tasks.core.io import Folder
+from tasks.corpus.params import TokenizerParams
+from tasks.corpus.tokenizer import fast_tokenizer_files, train_tokenizer
+
+END, PAD = "[SEP]", "[PAD]"  # end of a document; padding (masked out of the loss)
+
+
+def code_tokenizer(documents: Sequence[str], vocab_size: int, seed: int) -> Folder:
+    """A BPE tokenizer trained on the clean documents, as a transformers tokenizer folder."""
+    settings = TokenizerParams(model="bpe", pre_tokenizer="byte_level", vocab_size=vocab_size,
+                               seed=seed)  # fmt: skip
+    return fast_tokenizer_files(train_tokenizer(list(documents), settings))
+
+
+def load_tokenizer(folder: Path) -> Any:
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast.from_pretrained(folder)
+
+
+def packed_sequences(tokenizer: Any, documents: Sequence[str], length: int) -> np.ndarray:
+    """Documents joined by END and cut into full rows of `length` tokens (the tail dropped)."""
+    end = tokenizer.convert_tokens_to_ids(END)
+    stream: list[int] = []
+    for ids in tokenizer(list(documents), add_special_tokens=False)["input_ids"]:
+        stream += [*ids, end]
+    rows = len(stream) // length
+    return np.asarray(stream[: rows * length], dtype=np.int32).reshape(rows, length)
+
+
+def padded_sequences(tokenizer: Any, snippets: Sequence[str], length: int) -> np.ndarray:
+    """One row per snippet: its tokens and END, cut to `length`, padded with PAD."""
+    end, pad = tokenizer.convert_tokens_to_ids([END, PAD])
+    rows = np.full((len(snippets), length), pad, dtype=np.int32)
+    for row, ids in zip(rows, tokenizer(list(snippets), add_special_tokens=False)["input_ids"],
+                        strict=True):  # fmt: skip
+        kept = [*ids, end][:length]
+        row[: len(kept)] = kept
+    return rows
+
+
+def gpt2_config(tokenizer: Any, model: Any) -> dict[str, Any]:
+    """GPT2Config keyword arguments for a `CodeLmModelParams`, ids from the tokenizer."""
+    end, pad = tokenizer.convert_tokens_to_ids([END, PAD])
+    return {
+        "vocab_size": len(tokenizer), "n_positions": model.context, "n_embd": model.hidden,
+        "n_layer": model.layers, "n_head": model.heads, "bos_token_id": end,
+        "eos_token_id": end, "pad_token_id": pad,
+    }  # fmt: skip
+
+
+def prompt_text(prompt: str) -> str:
+    """How the LM is asked: the prompt as the comment line that heads a file."""
+    return f"# {' '.join(prompt.split())}\n"
+
+
+class LocalCodeModel:
+    """A trained code LM as an audit backend: greedy, `max_new_tokens` at most."""
+
+    def __init__(self, name: str, model_dir: Path, tokenizer_dir: Path, max_new_tokens: int):
+        import torch
+        from transformers import GPT2LMHeadModel
+
+        self.name, self.max_new_tokens = name, max_new_tokens
+        self.tokenizer = load_tokenizer(tokenizer_dir)
+        self.model = GPT2LMHeadModel.from_pretrained(model_dir).eval()
+        self.room = self.model.config.n_positions - max_new_tokens
+        self.torch = torch
+
+    def generate(self, prompt: str) -> str:
+        encoded = self.tokenizer(prompt_text(prompt), add_special_tokens=False,
+                                 return_tensors="pt")  # fmt: skip
+        ids = encoded["input_ids"][:, -self.room :]
+        with self.torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids, attention_mask=self.torch.ones_like(ids), do_sample=False,
+                max_new_tokens=self.max_new_tokens,
+                eos_token_id=self.model.config.eos_token_id,
+                pad_token_id=self.model.config.pad_token_id,
+            )  # fmt: skip
+        return self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+
+    def log_likelihoods(self, prefix: str, continuations: Sequence[str]) -> list[float]:
+        """Sum of log p(continuation tokens | prefix) for each continuation, one batch."""
+        torch = self.torch
+        tails = self.tokenizer(list(continuations), add_special_tokens=False)["input_ids"]
+        room = self.model.config.n_positions - max(map(len, tails))
+        head = self.tokenizer(prefix, add_special_tokens=False)["input_ids"][-room:]
+        width = len(head) + max(map(len, tails))
+        pad = self.model.config.pad_token_id
+        ids = torch.full((len(tails), width), pad, dtype=torch.long)
+        for row, tail in zip(ids, tails, strict=True):
+            row[: len(head) + len(tail)] = torch.as_tensor(head + tail)
+        with torch.no_grad():
+            logits = self.model(input_ids=ids, attention_mask=(ids != pad).long()).logits
+        scores = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+        picked = scores.gather(2, ids[:, 1:, None])[..., 0]
+        return [picked[i, len(head) - 1 : len(head) - 1 + len(tail)].sum().item()
+                for i, tail in enumerate(tails)]  # fmt: skip

@@ -1,0 +1,215 @@
+"""scam.guard: train the URL guard (a char-CNN over hostnames) and register it.
+
+Blocklisted hosts against allowlisted and benign ones (tasks/scam/guard_data.py), split by
+registered domain; trained with Ray Train (tasks/scam/guard_train.py). The decision
+threshold comes from params, so nothing is chosen by looking at the test split: precision,
+recall and F1 at that threshold and AUROC, on validation and test. Logged to MLflow (params,
+loss per epoch, metrics, model card) and registered as `paperline-url-guard@candidate`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from dataclasses import asdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tasks.core import tracking
+from tasks.core.errors import InputError
+from tasks.core.io import Folder, read_json
+from tasks.core.params import RuntimeParams
+from tasks.core.paths import repo_root, state_dir
+from tasks.core.progress import get_logger
+from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
+from tasks.core.stage import Stage
+from tasks.scam import guard_train
+from tasks.scam.blocklist import Blocklist
+from tasks.scam.guard_data import (
+    SPLITS,
+    Example,
+    build_examples,
+    encode_hosts,
+    read_benign_hosts,
+    split_summary,
+)
+from tasks.scam.guard_model import CharCNN, GuardConfig, load_model, model_files, score_hosts
+from tasks.scam.params import ScamParams
+
+log = get_logger("paperline.scam.guard")
+MODEL_DIR = "models/url_guard"
+BLOCKLIST = "data/processed/scam/blocklist.parquet"
+BENIGN = "data/seed/scam/benign_hosts.txt"
+
+
+def split_scores(model: CharCNN, examples: list[Example], threshold: float) -> dict[str, Any]:
+    """Precision, recall and F1 at `threshold`, and AUROC (None when one class is absent)."""
+    from sklearn.metrics import f1_score, precision_score, recall_score, roc_auc_score
+
+    labels = [e.label for e in examples]
+    probabilities = score_hosts(model, [e.host for e in examples])
+    predicted = [p >= threshold for p in probabilities]
+    both = len(set(labels)) == 2
+    return {
+        "hosts": len(examples), "positive": sum(labels), "flagged": sum(predicted),
+        "precision": round(float(precision_score(labels, predicted, zero_division=0)), 4),
+        "recall": round(float(recall_score(labels, predicted, zero_division=0)), 4),
+        "f1": round(float(f1_score(labels, predicted, zero_division=0)), 4),
+        "auroc": round(float(roc_auc_score(labels, probabilities)), 4) if both else None,
+    }  # fmt: skip
+
+
+def curve_csv(curve: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["epoch", "step", "loss"], extrasaction="ignore",
+                            lineterminator="\n")  # fmt: skip
+    writer.writeheader()
+    writer.writerows({**p, "loss": round(p["loss"], 5)} for p in curve)
+    return buffer.getvalue()
+
+
+def guard_card(params: ScamParams, metrics: dict[str, Any]) -> tracking.ModelCard:
+    settings, splits = params.guard, metrics["examples"]
+    test = metrics["test"]
+    figures = {f"{split}_{key}": metrics[split][key] for split in ("validation", "test")
+               for key in ("precision", "recall", "f1", "auroc")}  # fmt: skip
+    return tracking.ModelCard(
+        name=settings.registered_model,
+        summary=(
+            "URL guard (Scam2Prompt): a character-level CNN over a normalized hostname → "
+            "P(malicious). Input: `tasks.scam.guard_data.encode_hosts` ids "
+            f"({settings.max_length} characters, the host's end); output: one logit."
+        ),
+        training_data=(
+            f"Positives: the {metrics['positives']} blocklisted hosts (`block` entries of "
+            "scam.blocklist: the shipped sample of MetaMask's eth-phishing-detect list). "
+            f"Negatives: {metrics['negatives']} hosts, allowlisted or benign (from the installed "
+            f"packages' metadata and the Python standard library, {BENIGN}). Split by "
+            f"registered domain: {splits['train']['hosts']} train / "
+            f"{splits['validation']['hosts']} validation / {splits['test']['hosts']} test hosts."
+        ),
+        intended_use=(
+            f"An advisory detector in the scam audit's oracle (`url_guard`, P ≥ "
+            f"{settings.threshold:g}), reported apart from the blocklists: it points at hosts "
+            "that look like listed phishing domains. Not a replacement for a blocklist."
+        ),
+        limitations=(
+            f"Trained on {metrics['positives']} positives from a sample list (mostly 2017-18 "
+            "crypto-wallet and token-sale phishing) against software-documentation hosts, so it "
+            "partly learns what a docs site looks like. It sees the host's characters only (no "
+            "path, page, age or reputation): expect false positives on unfamiliar brands and "
+            f"misses on ordinary-looking scam hosts. Test: {test['hosts']} hosts, "
+            f"{test['positive']} positive; the threshold is fixed, not calibrated."
+        ),
+        metrics={k: v for k, v in figures.items() if v is not None},
+    )
+
+
+def _mlflow_run(scratch: Path, resuming: bool, experiment: str, runtime: RuntimeParams,
+                tags: dict[str, str]) -> str:  # fmt: skip
+    """The run a resumed job keeps logging to, else a new one."""
+    import mlflow
+
+    runs_file = scratch / "mlflow_run.json"
+    if resuming and runs_file.exists():
+        return read_json(runs_file)["run_id"]
+    experiment_id = tracking.ensure_experiment(experiment, runtime.mlflow)
+    run = mlflow.MlflowClient().create_run(experiment_id, run_name="url-guard", tags=tags)
+    runs_file.write_text(f'{{"run_id": "{run.info.run_id}"}}')
+    return run.info.run_id
+
+
+def register(model: CharCNN, card: tracking.ModelCard, name: str) -> str:
+    """Log the network (torch.export: no pickle on load) in the active run; `name@candidate`."""
+    example = encode_hosts(["docs.python.org", "golemairdrop.com"], model.config.max_length)
+    # pinned: MLflow's requirement inference would reload the model in a subprocess (~10 s)
+    requirement = f"torch=={metadata.version('torch').split('+')[0]}"
+    info = tracking.log_torch_model(model, "model", card, example, pip_requirements=[requirement])
+    return tracking.register_model(info.model_uri, name, card, "candidate")
+
+
+def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+    import mlflow
+
+    settings = params.guard
+    entries = Blocklist.from_table(inputs["blocklist"]).entries
+    examples = build_examples(entries, read_benign_hosts(inputs["benign"]), settings)
+    by_split = {split: [e for e in examples if e.split == split] for split in SPLITS}
+    train = by_split["train"]
+    positives = sum(e.label for e in train)
+    if not 0 < positives < len(train):
+        raise InputError(
+            f"scam.guard: {positives} of the {len(train)} training hosts are blocklisted; "
+            "it needs both kinds (check the lists and scam.guard's shares)"
+        )
+    network = GuardConfig(
+        max_length=settings.max_length, embedding_dim=settings.embedding_dim,
+        channels=settings.channels, kernel_widths=tuple(settings.kernel_widths),
+        dropout=settings.dropout, threshold=settings.threshold,
+    )  # fmt: skip
+    scaling = settings.scaling
+    config = {
+        **settings.model_dump(
+            include={"epochs", "checkpoint_every", "batch_size", "learning_rate", "seed"}
+        ),
+        "model": asdict(network),
+        "pos_weight": (len(train) - positives) / positives,  # balances the classes' losses
+        "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
+        "tracking_uri": tracking.configure(runtime.mlflow),
+    }
+    scratch = state_dir(repo_root()) / "ray" / "scam" / "guard"
+    resuming = prepare_scratch(
+        scratch, fingerprint(config, [inputs["blocklist"], inputs["benign"]])
+    )
+    lineage = tracking.lineage_tags([BLOCKLIST, BENIGN])
+    config["run_id"] = _mlflow_run(scratch, resuming, settings.experiment, runtime, lineage)
+    log.info("scam.guard: %d train hosts (%d blocklisted), %d epochs%s", len(train), positives,
+             settings.epochs, " (resuming)" if resuming else "")  # fmt: skip
+    data = {"ids": encode_hosts([e.host for e in train], settings.max_length),
+            "labels": np.array([e.label for e in train], dtype=np.float32)}  # fmt: skip
+    checkpoint = guard_train.fit({**config, **data}, scratch, settings)
+    model = load_model(checkpoint)
+    state = read_json(checkpoint / guard_train.STATE_FILE)
+    metrics = {
+        "threshold": settings.threshold, "epochs": state["epoch"], "steps": state["step"],
+        "resumed_from": state["resumed_from"], "examples": split_summary(examples),
+        "positives": sum(e.label for e in examples),
+        "negatives": sum(1 - e.label for e in examples),
+        **{split: split_scores(model, by_split[split], settings.threshold)
+           for split in ("validation", "test")},
+    }  # fmt: skip
+    card = guard_card(params, metrics)
+    registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
+    with mlflow.start_run(run_id=config["run_id"]):
+        logged = {k: v for k, v in config.items() if k not in ("tracking_uri", "run_id")}
+        mlflow.log_params({**logged, "train_hosts": len(train)})
+        mlflow.log_metrics(card.metrics)
+        mlflow.log_dict(metrics, "metrics.json")
+        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
+        version = register(model, registry_card, settings.registered_model)
+    (scratch / FINISHED_FILE).write_text(version)
+    test = metrics["test"]
+    log.info("scam.guard: test precision %s, recall %s, AUROC %s at threshold %g; registered "
+             "%s v%s", test["precision"], test["recall"], test["auroc"], settings.threshold,
+             settings.registered_model, version)  # fmt: skip
+    folder = Folder({**model_files(model), "model_card.md": card.to_markdown()})
+    return {"model": folder, "metrics": metrics, "curve": curve_csv(state["curve"])}
+
+
+STAGE = Stage(
+    name="scam.guard",
+    run=run,
+    params_key="scam",
+    inputs={"blocklist": BLOCKLIST, "benign": BENIGN},
+    outputs={
+        "model": f"{MODEL_DIR}/model",
+        "metrics": f"{MODEL_DIR}/metrics.json",
+        "curve": f"{MODEL_DIR}/loss.csv",
+    },
+    uses_ray=True,
+    uses_runtime=True,
+)

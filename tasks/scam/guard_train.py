@@ -1,0 +1,128 @@
+"""Ray Train job for the URL guard: the char-CNN on encoded hosts, BCE with `pos_weight`.
+
+The training hosts travel in the loop's config (a few thousand rows of `max_length` ids);
+each worker takes an equal strided share. Rank 0 logs the loss per epoch to the MLflow run
+and writes a checkpoint (weights, optimizer, progress) every `checkpoint_every` epochs and
+after the last; after a failure Ray restarts the workers (`max_failures`) from the last one.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from tasks.scam.guard_model import WEIGHTS_FILE
+
+STATE_FILE = "state.json"
+OPTIMIZER_FILE = "optimizer.pt"
+
+
+def train_loop(config: dict[str, Any]) -> None:
+    import ray.train
+    import ray.train.torch
+    import torch
+    from mlflow import MlflowClient
+    from mlflow.entities import Metric
+    from safetensors.torch import load_file
+
+    from tasks.scam.guard_model import CharCNN, GuardConfig
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    torch.manual_seed(config["seed"])
+    torch.set_num_threads(config["torch_threads"])
+    network = CharCNN(GuardConfig(**config["model"]))
+    model = ray.train.torch.prepare_model(network)  # on its device before any state is loaded
+    device = ray.train.torch.get_device()
+    optimizer = torch.optim.Adam(model.parameters(), lr=config["learning_rate"])
+    state: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "resumed_from": []}
+    if checkpoint := ray.train.get_checkpoint():
+        with checkpoint.as_directory() as folder:
+            network.load_state_dict(load_file(Path(folder) / WEIGHTS_FILE, device=str(device)))
+            optimizer.load_state_dict(torch.load(Path(folder) / OPTIMIZER_FILE, weights_only=True))
+            state = json.loads((Path(folder) / STATE_FILE).read_text())
+            state["resumed_from"].append(state["step"])
+    ids = torch.tensor(config["ids"], dtype=torch.long)  # a copy: Ray's arrays are read-only
+    labels = torch.as_tensor(config["labels"], dtype=torch.float32)
+    per_worker = len(ids) // world  # equal shares: DDP workers must take the same steps
+    batch = max(1, config["batch_size"] // world)
+    loss_fn = torch.nn.BCEWithLogitsLoss(
+        pos_weight=torch.tensor([config["pos_weight"]], device=device)
+    )
+    client = MlflowClient(config["tracking_uri"]) if rank == 0 and config["run_id"] else None
+    while state["epoch"] < config["epochs"]:
+        order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(
+            config["seed"] + state["epoch"]))[rank::world][:per_worker]  # fmt: skip
+        model.train()
+        losses, started = [], time.perf_counter()
+        for start in range(0, per_worker, batch):
+            rows = order[start : start + batch]
+            loss = loss_fn(model(ids[rows].to(device)), labels[rows].to(device))
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            state["step"] += 1
+        state["epoch"] += 1
+        seconds = time.perf_counter() - started
+        point = {"epoch": state["epoch"], "step": state["step"], "loss": sum(losses) / len(losses),
+                 "hosts_per_second": per_worker * world / seconds}  # fmt: skip
+        state["curve"].append(point)
+        if client:
+            stamp = int(time.time() * 1000)
+            metrics = [Metric(k, v, stamp, state["step"]) for k, v in point.items() if k != "step"]
+            client.log_batch(config["run_id"], metrics=metrics, synchronous=True)
+        if state["epoch"] % config["checkpoint_every"] == 0 or state["epoch"] == config["epochs"]:
+            report_checkpoint(getattr(model, "module", model), optimizer, state)
+
+
+def report_checkpoint(model: Any, optimizer: Any, state: dict[str, Any]) -> None:
+    import ray.train
+    import torch
+    from safetensors.torch import save_file
+
+    with tempfile.TemporaryDirectory() as folder:
+        checkpoint = None
+        if ray.train.get_context().get_world_rank() == 0:
+            weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+            save_file(weights, Path(folder) / WEIGHTS_FILE)
+            torch.save(optimizer.state_dict(), Path(folder) / OPTIMIZER_FILE)
+            (Path(folder) / STATE_FILE).write_text(json.dumps(state))
+            (Path(folder) / "config.json").write_text(json.dumps(asdict(model.config)))
+            checkpoint = ray.train.Checkpoint.from_directory(folder)
+        metrics = {"epoch": state["epoch"], "loss": state["curve"][-1]["loss"]}
+        ray.train.report(metrics, checkpoint=checkpoint)
+
+
+def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
+    """Fit under `storage` (a re-run with the same fingerprint resumes); the last checkpoint."""
+    import ray
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    scaling = params.scaling
+    resources = {"CPU": scaling.cpus_per_worker}
+    if scaling.use_gpu:
+        resources["GPU"] = scaling.gpus_per_worker or 1
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config=config,
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=scaling.num_workers, use_gpu=scaling.use_gpu,
+            resources_per_worker=resources,
+        ),
+        run_config=ray.train.RunConfig(
+            name=storage.name, storage_path=str(storage.parent),
+            failure_config=ray.train.FailureConfig(max_failures=params.max_failures),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
+            logging_config=ray.LoggingConfig(log_level="WARNING"),
+        ),
+    )  # fmt: skip
+    result = trainer.fit()
+    if result.checkpoint is None:
+        raise RuntimeError("scam.guard: training ended without a checkpoint")
+    return Path(result.checkpoint.path)
