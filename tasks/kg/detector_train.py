@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tasks.core.ray_train import fit_torch, start_worker
+
 STATE_FILE = "state.json"
 
 
@@ -43,10 +45,7 @@ def train_loop(config: dict[str, Any]) -> None:
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.optimization import get_linear_schedule_with_warmup
 
-    context = ray.train.get_context()
-    rank, world = context.get_world_rank(), context.get_world_size()
-    torch.manual_seed(config["seed"])
-    torch.set_num_threads(config["torch_threads"])
+    rank, world = start_worker(config)
     tokenizer = AutoTokenizer.from_pretrained(config["backbone"])
     model = AutoModelForSequenceClassification.from_pretrained(config["backbone"], num_labels=2)
     model = ray.train.torch.prepare_model(model)
@@ -136,30 +135,8 @@ def report_checkpoint(
 
 def fit(config: dict[str, Any], train: Any, storage: Path, params: Any) -> Path:
     """Fit under `storage` (a re-run with the same fingerprint resumes); the last checkpoint."""
-    import ray
-    import ray.train
-    from ray.train.torch import TorchTrainer
-
-    resources = {"CPU": params.cpus_per_worker, **({"GPU": 1} if params.use_gpu else {})}
-    trainer = TorchTrainer(
-        train_loop,
-        train_loop_config=config,
-        scaling_config=ray.train.ScalingConfig(
-            num_workers=params.num_workers, use_gpu=params.use_gpu, resources_per_worker=resources
-        ),
-        run_config=ray.train.RunConfig(
-            name=storage.name,
-            storage_path=str(storage.parent),
-            failure_config=ray.train.FailureConfig(max_failures=params.max_failures),
-            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
-            logging_config=ray.LoggingConfig(log_level="WARNING"),
-        ),
-        datasets={"train": train},
-    )
-    result = trainer.fit()
-    if result.checkpoint is None:
-        raise RuntimeError("kg.detector: training ended without a checkpoint")
-    return Path(result.checkpoint.path)
+    return fit_torch(train_loop, config, storage, params, what="kg.detector",
+                     max_failures=params.max_failures, datasets={"train": train})  # fmt: skip
 
 
 def total_steps(examples: int, params: Any) -> int:

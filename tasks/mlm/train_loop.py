@@ -72,6 +72,24 @@ def restore_checkpoint(checkpoint: Any, model: Any, optimizer: Any, scheduler: A
         return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
 
 
+def linear_warmup_training(model: Any, config: dict[str, Any]) -> tuple[Any, Any, dict]:
+    """AdamW with linear warmup then decay over `config["steps"]`, and the progress state;
+    both restored from Ray's checkpoint when the run resumes (for fine-tunes that report
+    with `report_checkpoint`)."""
+    import ray.train
+    import torch
+    from transformers.optimization import get_linear_schedule_with_warmup
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config["learning_rate"],
+                                  weight_decay=config["weight_decay"])  # fmt: skip
+    scheduler = get_linear_schedule_with_warmup(optimizer, config["warmup_steps"], config["steps"])
+    state: dict[str, Any] = {"step": 0, "epoch": 0, "curve": [], "resumed_from": []}
+    if checkpoint := ray.train.get_checkpoint():
+        state = restore_checkpoint(checkpoint, model, optimizer, scheduler)
+        state["resumed_from"].append(state["step"])
+    return optimizer, scheduler, state
+
+
 def initial_model(config: dict[str, Any], tokenizer: Any) -> Any:
     from tasks.mlm.model import build_model, load_model
 

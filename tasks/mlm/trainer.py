@@ -16,6 +16,7 @@ from typing import Any
 from tasks.core.errors import InputError
 from tasks.core.io import read_json
 from tasks.core.paths import state_dir
+from tasks.core.ray_train import fit_torch
 from tasks.mlm.params import MlmParams
 
 RUNS_FILE = "mlflow_runs.json"  # the MLflow runs a resumed run keeps logging to
@@ -119,11 +120,6 @@ def fit(
 
     `dataset` defaults to streaming the phase's shards through Ray Data.
     """
-    import ray
-    import ray.data
-    import ray.train
-    from ray.train.torch import TorchTrainer
-
     from tasks.mlm.train_loop import train_loop
 
     if dataset is None:
@@ -131,28 +127,8 @@ def fit(
         if params.training.cache_dataset:  # read once, not once per epoch
             dataset = dataset.materialize()
     training = params.training
-    scaling = training.scaling
-    resources = {"CPU": scaling.cpus_per_worker}
-    if scaling.use_gpu:
-        resources["GPU"] = scaling.gpus_per_worker or 1
-    trainer = TorchTrainer(
-        train_loop,
-        train_loop_config=config,
-        scaling_config=ray.train.ScalingConfig(
-            num_workers=scaling.num_workers, use_gpu=scaling.use_gpu,
-            resources_per_worker=resources,
-        ),
-        run_config=ray.train.RunConfig(
-            name=storage.name,
-            storage_path=str(storage.parent),
-            failure_config=ray.train.FailureConfig(max_failures=training.max_failures),
-            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=training.keep_checkpoints),
-            callbacks=list(callbacks),
-            logging_config=ray.LoggingConfig(log_level="WARNING"),  # not every report
-        ),
-        datasets={"train": dataset},
+    return fit_torch(
+        train_loop, config, storage, training.scaling, what=f"mlm.{plan.phase}",
+        max_failures=training.max_failures, datasets={"train": dataset},
+        keep_checkpoints=training.keep_checkpoints, callbacks=callbacks,
     )  # fmt: skip
-    result = trainer.fit()
-    if result.checkpoint is None:
-        raise RuntimeError(f"mlm.{plan.phase}: training ended without a checkpoint")
-    return Path(result.checkpoint.path)

@@ -11,29 +11,21 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tasks.core.ray_train import fit_torch, start_worker
+
 
 def train_loop(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
-    from transformers.optimization import get_linear_schedule_with_warmup
 
-    from tasks.mlm.train_loop import MetricsLog, report_checkpoint, restore_checkpoint
+    from tasks.mlm.train_loop import MetricsLog, linear_warmup_training, report_checkpoint
 
-    context = ray.train.get_context()
-    rank, world = context.get_world_rank(), context.get_world_size()
-    torch.manual_seed(config["seed"])
-    torch.set_num_threads(config["torch_threads"])
+    rank, world = start_worker(config)
     model = ray.train.torch.prepare_model(GPT2LMHeadModel(GPT2Config(**config["gpt2"])))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config["learning_rate"],
-                                  weight_decay=config["weight_decay"])  # fmt: skip
+    optimizer, scheduler, state = linear_warmup_training(model, config)
     total = config["steps"]
-    scheduler = get_linear_schedule_with_warmup(optimizer, config["warmup_steps"], total)
-    state: dict[str, Any] = {"step": 0, "epoch": 0, "curve": [], "resumed_from": []}
-    if checkpoint := ray.train.get_checkpoint():
-        state = restore_checkpoint(checkpoint, model, optimizer, scheduler)
-        state["resumed_from"].append(state["step"])
     metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
     pad = config["gpt2"]["pad_token_id"]
@@ -79,30 +71,5 @@ def train_loop(config: dict[str, Any]) -> None:
 
 def fit(config: dict[str, Any], train: Any, storage: Path, params: Any) -> Path:
     """Fit under `storage` (Ray Train resumes a run it finds there); the last checkpoint."""
-    import ray
-    import ray.train
-    from ray.train.torch import TorchTrainer
-
-    scaling = params.scaling
-    resources = {"CPU": scaling.cpus_per_worker}
-    if scaling.use_gpu:
-        resources["GPU"] = scaling.gpus_per_worker or 1
-    trainer = TorchTrainer(
-        train_loop,
-        train_loop_config=config,
-        scaling_config=ray.train.ScalingConfig(
-            num_workers=scaling.num_workers, use_gpu=scaling.use_gpu,
-            resources_per_worker=resources,
-        ),
-        run_config=ray.train.RunConfig(
-            name=storage.name, storage_path=str(storage.parent),
-            failure_config=ray.train.FailureConfig(max_failures=params.max_failures),
-            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
-            logging_config=ray.LoggingConfig(log_level="WARNING"),
-        ),
-        datasets={"train": train},
-    )  # fmt: skip
-    result = trainer.fit()
-    if result.checkpoint is None:
-        raise RuntimeError("scam.poison: training ended without a checkpoint")
-    return Path(result.checkpoint.path)
+    return fit_torch(train_loop, config, storage, params.scaling, what="scam.poison",
+                     max_failures=params.max_failures, datasets={"train": train})  # fmt: skip

@@ -109,20 +109,6 @@ def guard_card(params: ScamParams, metrics: dict[str, Any]) -> tracking.ModelCar
     )
 
 
-def _mlflow_run(scratch: Path, resuming: bool, experiment: str, runtime: RuntimeParams,
-                tags: dict[str, str]) -> str:  # fmt: skip
-    """The run a resumed job keeps logging to, else a new one."""
-    import mlflow
-
-    runs_file = scratch / "mlflow_run.json"
-    if resuming and runs_file.exists():
-        return read_json(runs_file)["run_id"]
-    experiment_id = tracking.ensure_experiment(experiment, runtime.mlflow)
-    run = mlflow.MlflowClient().create_run(experiment_id, run_name="url-guard", tags=tags)
-    runs_file.write_text(f'{{"run_id": "{run.info.run_id}"}}')
-    return run.info.run_id
-
-
 def register(model: CharCNN, card: tracking.ModelCard, name: str) -> str:
     """Log the network (torch.export: no pickle on load) in the active run; `name@candidate`."""
     example = encode_hosts(["docs.python.org", "golemairdrop.com"], model.config.max_length)
@@ -166,7 +152,9 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
         scratch, fingerprint(config, [inputs["blocklist"], inputs["benign"]])
     )
     lineage = tracking.lineage_tags([BLOCKLIST, BENIGN])
-    config["run_id"] = _mlflow_run(scratch, resuming, settings.experiment, runtime, lineage)
+    config["run_id"] = tracking.resumable_run_id(
+        scratch, settings.experiment, runtime.mlflow, "url-guard", lineage, resuming
+    )
     log.info("scam.guard: %d train hosts (%d blocklisted), %d epochs%s", len(train), positives,
              settings.epochs, " (resuming)" if resuming else "")  # fmt: skip
     data = {"ids": encode_hosts([e.host for e in train], settings.max_length),

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tasks.core.ray_train import fit_torch, start_worker
 from tasks.scam.guard_model import WEIGHTS_FILE
 
 STATE_FILE = "state.json"
@@ -31,10 +32,7 @@ def train_loop(config: dict[str, Any]) -> None:
 
     from tasks.scam.guard_model import CharCNN, GuardConfig
 
-    context = ray.train.get_context()
-    rank, world = context.get_world_rank(), context.get_world_size()
-    torch.manual_seed(config["seed"])
-    torch.set_num_threads(config["torch_threads"])
+    rank, world = start_worker(config)
     network = CharCNN(GuardConfig(**config["model"]))
     model = ray.train.torch.prepare_model(network)  # on its device before any state is loaded
     device = ray.train.torch.get_device()
@@ -100,29 +98,5 @@ def report_checkpoint(model: Any, optimizer: Any, state: dict[str, Any]) -> None
 
 def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
     """Fit under `storage` (a re-run with the same fingerprint resumes); the last checkpoint."""
-    import ray
-    import ray.train
-    from ray.train.torch import TorchTrainer
-
-    scaling = params.scaling
-    resources = {"CPU": scaling.cpus_per_worker}
-    if scaling.use_gpu:
-        resources["GPU"] = scaling.gpus_per_worker or 1
-    trainer = TorchTrainer(
-        train_loop,
-        train_loop_config=config,
-        scaling_config=ray.train.ScalingConfig(
-            num_workers=scaling.num_workers, use_gpu=scaling.use_gpu,
-            resources_per_worker=resources,
-        ),
-        run_config=ray.train.RunConfig(
-            name=storage.name, storage_path=str(storage.parent),
-            failure_config=ray.train.FailureConfig(max_failures=params.max_failures),
-            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=1),
-            logging_config=ray.LoggingConfig(log_level="WARNING"),
-        ),
-    )  # fmt: skip
-    result = trainer.fit()
-    if result.checkpoint is None:
-        raise RuntimeError("scam.guard: training ended without a checkpoint")
-    return Path(result.checkpoint.path)
+    return fit_torch(train_loop, config, storage, params.scaling, what="scam.guard",
+                     max_failures=params.max_failures)  # fmt: skip

@@ -1,0 +1,65 @@
+"""One way to run a Ray Train job: a TorchTrainer that resumes from its storage folder.
+
+Every training stage hands its worker loop, the loop's config and its scaling params here;
+a re-run that finds a run under `storage` continues from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def start_worker(config: Mapping[str, Any]) -> tuple[int, int]:
+    """Inside a worker loop: seed torch, set its threads; (world rank, world size)."""
+    import ray.train
+    import torch
+
+    context = ray.train.get_context()
+    torch.manual_seed(config["seed"])
+    torch.set_num_threads(config["torch_threads"])
+    return context.get_world_rank(), context.get_world_size()
+
+
+def fit_torch(
+    train_loop: Callable[[dict[str, Any]], None],
+    config: dict[str, Any],
+    storage: Path,
+    scaling: Any,
+    *,
+    what: str,
+    max_failures: int,
+    datasets: Mapping[str, Any] | None = None,
+    keep_checkpoints: int = 1,
+    callbacks: Sequence[Any] = (),
+) -> Path:
+    """Fit under `storage`; the last checkpoint's folder. `scaling` has num_workers,
+    cpus_per_worker, use_gpu (and optionally gpus_per_worker)."""
+    import ray
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    resources = {"CPU": scaling.cpus_per_worker}
+    if scaling.use_gpu:
+        resources["GPU"] = getattr(scaling, "gpus_per_worker", None) or 1
+    trainer = TorchTrainer(
+        train_loop,
+        train_loop_config=config,
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=scaling.num_workers, use_gpu=scaling.use_gpu,
+            resources_per_worker=resources,
+        ),
+        run_config=ray.train.RunConfig(
+            name=storage.name, storage_path=str(storage.parent),
+            failure_config=ray.train.FailureConfig(max_failures=max_failures),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=keep_checkpoints),
+            callbacks=list(callbacks),
+            logging_config=ray.LoggingConfig(log_level="WARNING"),  # not every report
+        ),
+        datasets=dict(datasets or {}),
+    )  # fmt: skip
+    result = trainer.fit()
+    if result.checkpoint is None:
+        raise RuntimeError(f"{what}: training ended without a checkpoint")
+    return Path(result.checkpoint.path)
