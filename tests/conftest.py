@@ -56,6 +56,14 @@ SMALL_PARAMS = {
     "deltastack": {"tasks": ["parity", "dyck"], "models": ["deltastack", "deltanet"],
                    "lengths": {"test_buckets": [60, 80, 100]},
                    "budgets": {"tiny": {"steps": 6, "eval_every": 3, "eval_examples": 8}}},
+    "aoeb": {"assemble": {
+                 "code": {"max_train_queries": 60, "max_test_queries": 40, "max_documents": 150},
+                 "reasoning": {"max_train_queries": 40, "max_test_queries": 40,
+                               "max_documents": 150},
+                 "memory": {"histories": 20},
+                 "multimodal": {"train_images": 64, "test_images": 32}},
+             "finetune": {"steps": 12, "checkpoint_every": 6, "batch_size": 16,
+                          "image_epochs": 2}},
     "runtime": {"ray": {"num_cpus": 2}},
 }  # fmt: skip
 

@@ -12,6 +12,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from tasks.aoeb.params import AoebParams
 from tasks.core.errors import ParamsError
 from tasks.core.paths import repo_root
 from tasks.core.strict_model import StrictModel
@@ -78,6 +79,7 @@ class Params(StrictModel):
     kg: KgParams = KgParams()
     scam: ScamParams = ScamParams()
     deltastack: DeltaStackParams = DeltaStackParams()
+    aoeb: AoebParams = AoebParams()
 
 
 def load_params(path: Path | None = None) -> Params:

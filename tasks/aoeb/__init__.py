@@ -1,0 +1,1 @@
+"""The aoeb area: the agent-oriented retrieval benchmark, its embedder, and retrieval metrics."""

@@ -1,0 +1,213 @@
+"""aoeb.finetune: the contrastive fine-tune of the mmBERT encoder → `paperline-embedder`.
+
+Pairs are the `train` splits of every embedded text task (query with its task's
+instruction, relevant document); the encoder starts from the decay-phase mmBERT checkpoint
+(models/mmbert/decay) and trains with InfoNCE over in-batch negatives on Ray Train
+(tasks/aoeb/contrastive_train.py). The result is a transformers folder (model, tokenizer,
+card) that `aoeb.evaluate` scores next to its base, logged to MLflow and registered as
+`paperline-embedder@candidate`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from tasks.aoeb import contrastive_train, image_train
+from tasks.aoeb.benchmark import RetrievalTask, read_tasks, training_pairs
+from tasks.aoeb.params import AoebParams
+from tasks.core import tracking
+from tasks.core.errors import InputError
+from tasks.core.io import Folder, read_json
+from tasks.core.params import RuntimeParams
+from tasks.core.paths import repo_root, state_dir
+from tasks.core.progress import get_logger
+from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
+from tasks.core.stage import Stage
+
+log = get_logger("paperline.aoeb.finetune")
+TASKS, BASE, TOKENIZER = "data/processed/aoeb/tasks", "models/mmbert/decay", "models/tokenizer"
+
+
+def curve_csv(curve: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=["step", "loss"], extrasaction="ignore",
+                            lineterminator="\n")  # fmt: skip
+    writer.writeheader()
+    writer.writerows({**point, "loss": round(point["loss"], 5)} for point in curve)
+    return buffer.getvalue()
+
+
+def embedder_card(params: AoebParams, metrics: dict[str, Any]) -> tracking.ModelCard:
+    settings = params.finetune
+    per_task = ", ".join(f"{name} {count}" for name, count in metrics["pairs_by_task"].items())
+    return tracking.ModelCard(
+        name=settings.registered_model,
+        summary=(
+            "A sentence embedder: this project's mmBERT encoder (ModernBERT, trained by the mlm "
+            "area on the phased UDHR corpus) fine-tuned contrastively. Embeddings are the mean "
+            "of the last hidden states under the attention mask, L2-normalised; queries take "
+            "the task instruction as `Instruct: <instruction>\\nQuery: <query>`. Beside it, an "
+            "image tower (a small CNN, models/embedder/image_tower, MLflow artifact "
+            "`image_tower`) trained with the text side frozen (LiT) maps pictures into the "
+            "same space for text-to-image retrieval."
+        ),
+        training_data=(
+            f"{metrics['pairs']} (query, relevant document) pairs from the train splits of "
+            f"the embedded AOEB tasks ({per_task}); InfoNCE with in-batch negatives, batch "
+            f"{settings.batch_size}, temperature {settings.temperature:g}, "
+            f"{metrics['steps']} steps."
+        ),
+        intended_use=(
+            "Retrieval over the embedded AOEB tasks (code, tools, multi-hop facts, memory) and "
+            "a baseline for comparing encoders in `aoeb.evaluate`, next to its base."
+        ),
+        limitations=(
+            "A tiny encoder pretrained on a few megabytes of UDHR text, fine-tuned on a few "
+            "hundred synthetic pairs on CPU: expect it to trail the packaged MiniLM and BM25. "
+            "The test splits share templates with the train splits (never the same items)."
+        ),
+        metrics={"final_loss": metrics["final_loss"], "pairs": float(metrics["pairs"])},
+    )
+
+
+def train_image_tower(
+    tasks: list[RetrievalTask], text_folder: Path, settings: Any, scratch: Path
+) -> tuple[Path | None, dict[str, Any]]:
+    """The image tower for the text-to-image tasks' train pairs, or None without any."""
+    from tasks.aoeb.encoders import EncoderOptions, TransformersEncoder, image_bytes
+
+    images, captions = [], []
+    encoder = TransformersEncoder("embedder", text_folder, EncoderOptions(
+        model=str(text_folder), instructions=True))  # fmt: skip
+    for task in tasks:
+        if task.declaration.modality != "text-to-image" or "train" not in task.qrels:
+            continue
+        pairs = [(qid, doc) for qid, judged in sorted(task.qrels["train"].items())
+                 for doc, score in sorted(judged.items()) if score > 0]  # fmt: skip
+        images += [image_bytes(task, doc) for _, doc in pairs]
+        captions.append(encoder.encode_queries([task.queries[qid] for qid, _ in pairs],
+                                               task.declaration.query_instruction))  # fmt: skip
+    if not images:
+        return None, {}
+    import numpy as np
+
+    vectors = np.concatenate(captions)
+    config = {
+        "epochs": settings.image_epochs, "batch_size": settings.image_batch_size,
+        "learning_rate": settings.image_learning_rate, "temperature": settings.temperature,
+        "checkpoint_every": settings.image_checkpoint_every, "seed": settings.seed,
+        "embed_dim": int(vectors.shape[1]), "image_size": 64,
+        "torch_threads": settings.scaling.torch_threads or 1,
+        "images": images, "captions": vectors,
+    }  # fmt: skip
+    storage = scratch / "image_tower"
+    resuming = prepare_scratch(storage, fingerprint(
+        {k: v for k, v in config.items() if k not in ("images", "captions")},
+        [text_folder]))  # fmt: skip
+    log.info("aoeb.finetune: image tower on %d pictures, %d epochs%s", len(images),
+             settings.image_epochs, " (resuming)" if resuming else "")  # fmt: skip
+    checkpoint = image_train.fit(config, storage, settings)
+    state = read_json(checkpoint / image_train.STATE_FILE)
+    (storage / FINISHED_FILE).touch()
+    return checkpoint, {"image_pairs": len(images), "image_epochs": state["epoch"],
+                        "image_final_loss": round(state["curve"][-1]["loss"], 4)}  # fmt: skip
+
+
+def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+    import mlflow
+    from transformers import AutoModel, PreTrainedTokenizerFast
+
+    settings = params.finetune
+    tasks = read_tasks(inputs["tasks"])
+    pairs_by_task = Counter()
+    pairs: list[tuple[str, str]] = []
+    for task in tasks:
+        own = training_pairs([task])
+        pairs_by_task[task.declaration.name] = len(own)
+        pairs += own
+    if len(pairs) < settings.batch_size:
+        raise InputError(
+            f"aoeb.finetune: {len(pairs)} training pairs in {inputs['tasks']}, fewer than "
+            f"aoeb.finetune.batch_size {settings.batch_size}; lower it or assemble more tasks"
+        )
+    scaling = settings.scaling
+    config = {
+        **settings.model_dump(include={
+            "steps", "batch_size", "temperature", "learning_rate", "warmup_steps",
+            "weight_decay", "query_length", "document_length", "checkpoint_every", "seed"}),
+        "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
+        "init_from": str(inputs["base"]), "tokenizer": str(inputs["tokenizer"]),
+        "pairs": pairs, "tracking_uri": tracking.configure(runtime.mlflow),
+    }  # fmt: skip
+    scratch = state_dir(repo_root()) / "ray" / "aoeb" / "finetune"
+    sources = [inputs["tasks"], inputs["base"], inputs["tokenizer"]]
+    resuming = prepare_scratch(scratch, fingerprint(config, sources))
+    lineage = tracking.lineage_tags([TASKS, BASE, TOKENIZER])
+    config["run_id"] = tracking.resumable_run_id(
+        scratch, settings.experiment, runtime.mlflow, "embedder-finetune", lineage, resuming
+    )
+    log.info("aoeb.finetune: %d pairs from %d tasks, %d steps%s", len(pairs), len(tasks),
+             settings.steps, " (resuming)" if resuming else "")  # fmt: skip
+    checkpoint = contrastive_train.fit(config, scratch, settings)
+    state = read_json(checkpoint / "state.json")
+    text_folder = scratch / "embedder"  # model + tokenizer: what the encoders load
+    shutil.rmtree(text_folder, ignore_errors=True)
+    text_folder.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copyfile(checkpoint / name, text_folder / name)
+    for path in Path(inputs["tokenizer"]).iterdir():
+        if path.is_file() and path.name != "README.md":
+            shutil.copyfile(path, text_folder / path.name)
+    tower, image_metrics = train_image_tower(tasks, text_folder, settings, scratch)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(text_folder)
+    model = AutoModel.from_pretrained(text_folder)
+    metrics = {
+        "pairs": len(pairs), "pairs_by_task": dict(sorted(pairs_by_task.items())),
+        "steps": state["step"], "final_loss": round(state["curve"][-1]["loss"], 4),
+        "resumed_from": state["resumed_from"], **image_metrics,
+    }  # fmt: skip
+    card = embedder_card(params, metrics)
+    registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
+    with mlflow.start_run(run_id=config["run_id"]):
+        unlogged = ("pairs", "tracking_uri", "run_id", "init_from", "tokenizer")
+        logged = {k: v for k, v in config.items() if k not in unlogged}
+        mlflow.log_params({**logged, "pairs": len(pairs)})
+        mlflow.log_metrics(card.metrics)
+        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
+        if tower:
+            mlflow.log_artifacts(str(tower), "image_tower")
+        info = tracking.log_transformers_model(model, tokenizer, "model", registry_card,
+                                               task="feature-extraction")  # fmt: skip
+        version = tracking.register_model(info.model_uri, settings.registered_model,
+                                          registry_card, "candidate")  # fmt: skip
+    (scratch / FINISHED_FILE).write_text(version)
+    log.info("aoeb.finetune: final loss %s after %d steps; registered %s v%s",
+             metrics["final_loss"], state["step"], settings.registered_model, version)  # fmt: skip
+    folder = Folder({p.name: p for p in text_folder.iterdir()} | {"README.md": card.to_markdown()})
+    weights = ("config.json", "model.safetensors")
+    tower_files = Folder({name: tower / name for name in weights} if tower
+                         else {"README.md": "No text-to-image task was assembled.\n"})  # fmt: skip
+    return {"model": folder, "image_tower": tower_files, "metrics": metrics,
+            "curve": curve_csv(state["curve"])}  # fmt: skip
+
+
+STAGE = Stage(
+    name="aoeb.finetune",
+    run=run,
+    params_key="aoeb",
+    inputs={"tasks": TASKS, "base": BASE, "tokenizer": TOKENIZER},
+    outputs={
+        "model": "models/embedder/model",
+        "image_tower": "models/embedder/image_tower",
+        "metrics": "models/embedder/metrics.json",
+        "curve": "models/embedder/loss.csv",
+    },
+    uses_ray=True,
+    uses_runtime=True,
+)
