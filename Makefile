@@ -37,6 +37,7 @@ bench: setup
 	$(BIN)/python benchmarks/kg_mining.py --pairs 1000
 	$(BIN)/python benchmarks/crawl.py --copies 20
 	$(BIN)/python benchmarks/delta_rule.py --lengths 128,512
+	$(BIN)/python benchmarks/aoeb_metrics.py --queries 10000 --depth 100
 
 lint: setup
 	$(BIN)/ruff check .
