@@ -33,8 +33,15 @@ class ChatModel:
         seed: int | None = None,
     ) -> str:  # fmt: skip
         """One user turn (after an optional system message); the reply's text, stripped."""
+        return self.ask_content(prompt, system, max_tokens, seed)
+
+    def ask_content(
+        self, content: str | list[dict], system: str = "", max_tokens: int | None = None,
+        seed: int | None = None,
+    ) -> str:  # fmt: skip
+        """Like `ask`, with the user turn as content parts (text, `input_audio`, images)."""
         messages = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": prompt})
+        messages.append({"role": "user", "content": content})
         limit = {"max_tokens": max_tokens} if max_tokens else {}
         reply = self.client.chat.completions.create(
             model=self.model, temperature=self.temperature,
