@@ -64,6 +64,11 @@ SMALL_PARAMS = {
                  "multimodal": {"train_images": 64, "test_images": 32}},
              "finetune": {"steps": 12, "checkpoint_every": 6, "batch_size": 16,
                           "image_epochs": 2}},
+    "cmipref": {"generate": {"prompts": 16, "candidates": 4, "test_prompts": 4,
+                             "finetune_prompts": 6, "pairs_per_prompt": 4},
+                "train": {"pretrain_steps": 20, "finetune_steps": 10, "checkpoint_every": 10,
+                          "batch_size": 8, "sweep": {"learning_rate": [0.001, 0.003],
+                                                     "modality_dropout": [0.2], "steps": 6}}},
     "runtime": {"ray": {"num_cpus": 2}},
 }  # fmt: skip
 

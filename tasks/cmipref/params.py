@@ -91,7 +91,7 @@ def default_text_encoder() -> EncoderParams:
 
 
 class SweepParams(StrictModel):
-    """The Ray Tune grid `paperline cmipref sweep` runs (pretraining only, one trial each)."""
+    """The Ray Tune grid `paperline tune cmipref` runs: pretraining only, scored on dev."""
 
     learning_rate: list[float] = Field(default_factory=lambda: [3e-4, 1e-3, 3e-3], min_length=1)
     modality_dropout: list[float] = Field(default_factory=lambda: [0.1, 0.3], min_length=1)

@@ -83,10 +83,15 @@ def flow(
 
 
 @app.command()
-def tune(area: Annotated[str, typer.Argument(help="Area whose sweep to run: mlm.")]) -> None:
-    """Run an area's Ray Tune sweep (params.yaml `<area>.tune`); each trial is an MLflow run.
+def tune(
+    area: Annotated[str, typer.Argument(help="Area whose sweep to run: mlm, cmipref.")],
+) -> None:
+    """Run an area's Ray Tune sweep (params.yaml); each trial is an MLflow run.
 
-    mlm: ASHA over learning rate × warmup on the pretrain phase; needs `dvc repro corpus-pack`.
+    mlm: ASHA over learning rate × warmup on the pretrain phase (`mlm.tune`); needs
+    `dvc repro corpus-pack`. cmipref: a grid over learning rate × modality dropout of the
+    reward model's pretraining, scored on the dev pairs (`cmipref.train.sweep`); needs
+    `dvc repro cmipref-label`.
     """
     import importlib
 

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from tasks.aoeb.params import AoebParams
+from tasks.cmipref.params import CmiprefParams
 from tasks.core.errors import ParamsError
 from tasks.core.paths import repo_root
 from tasks.core.strict_model import StrictModel
@@ -80,6 +81,7 @@ class Params(StrictModel):
     scam: ScamParams = ScamParams()
     deltastack: DeltaStackParams = DeltaStackParams()
     aoeb: AoebParams = AoebParams()
+    cmipref: CmiprefParams = CmiprefParams()
 
 
 def load_params(path: Path | None = None) -> Params:

@@ -181,18 +181,21 @@ def log_torch_model(
 
     MLflow 3 saves torch models as `pt2` (torch.export, no pickle on load) by default, which
     traces `input_example`: give it a batch of ≥ 2 rows or the batch size is frozen. Pass
-    `serialization_format="pickle"` for models that do not export.
+    `serialization_format="pickle"` (and `input_example=None` when the forward takes several
+    tensors) for models that do not export.
     """
     import mlflow
     import torch
     from mlflow.models import infer_signature
 
-    example = torch.as_tensor(input_example).detach().cpu()
-    if "signature" not in kwargs:  # pt2 needs a TensorSpec signature
-        with torch.no_grad():
-            output = model(example)
-        kwargs["signature"] = infer_signature(example.numpy(), output.detach().cpu().numpy())
-    info = mlflow.pytorch.log_model(model, name=name, input_example=example.numpy(), **kwargs)
+    if input_example is not None:
+        example = torch.as_tensor(input_example).detach().cpu()
+        if "signature" not in kwargs:  # pt2 needs a TensorSpec signature
+            with torch.no_grad():
+                output = model(example)
+            kwargs["signature"] = infer_signature(example.numpy(), output.detach().cpu().numpy())
+        kwargs["input_example"] = example.numpy()
+    info = mlflow.pytorch.log_model(model, name=name, **kwargs)
     mlflow.log_text(card.to_markdown(), f"{name}/{MODEL_CARD_FILE}")
     return info
 

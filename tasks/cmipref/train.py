@@ -1,0 +1,226 @@
+"""cmipref.train: the CMI reward model on Ray Train, registered as `paperline-cmi-rm`.
+
+Pretraining reads CMIPref-Pseudo (cmipref.label's pairs, label-smoothed targets);
+fine-tuning reads the truth-labelled split's pairs (hard targets from the generator's
+truth: 1, 0, or 0.5 where a dimension ties), two prompts in three, the third kept as the
+dev set that every report scores. Text vectors come from the frozen `text_encoder`
+(packaged MiniLM by default, or this project's mmBERT), log-mels from the clips.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+
+from tasks.cmipref import rm_train
+from tasks.cmipref.features import FeatureBank, build_bank, clips_of, text_encoder
+from tasks.cmipref.params import CmiprefParams, TrainParams
+from tasks.cmipref.reward_model import RewardModelConfig, load
+from tasks.cmipref.truth import pair_truth
+from tasks.core import tracking
+from tasks.core.errors import InputError
+from tasks.core.io import Folder, read_json, read_parquet
+from tasks.core.params import RuntimeParams
+from tasks.core.paths import repo_root, state_dir
+from tasks.core.progress import get_logger
+from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
+from tasks.core.stage import Stage
+
+log = get_logger("paperline.cmipref.train")
+LABELS, PAIRS, TRUTH, AUDIO = (
+    "data/processed/cmipref/pseudo_labels.parquet",
+    "data/interim/cmipref/pairs.parquet",
+    "data/interim/cmipref/truth.parquet",
+    "data/interim/cmipref/audio",
+)
+
+
+def truth_target(sign: int) -> float:
+    return 0.5 if sign == 0 else float(sign > 0)
+
+
+def split_arrays(bank: FeatureBank, rows: Sequence[Mapping[str, Any]], targets: np.ndarray):
+    return {**bank.pair_indices(rows), "targets": targets.astype(np.float32)}
+
+
+def training_data(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+    """The feature bank and the pretrain / finetune / dev splits as index arrays."""
+    labels = read_parquet(inputs["labels"]).to_pylist()
+    pairs = read_parquet(inputs["pairs"])
+    truth_pairs = pairs.filter(pc.equal(pairs["split"], "finetune"))
+    truth = pair_truth(truth_pairs, read_parquet(inputs["truth"]))
+    truth_rows = truth_pairs.to_pylist()
+    prompts = sorted({r["prompt_id"] for r in truth_rows})
+    dev_prompts = set(prompts[2::3])
+    finetune = [r for r in truth_rows if r["prompt_id"] not in dev_prompts]
+    dev = [r for r in truth_rows if r["prompt_id"] in dev_prompts]
+    if len(labels) < 2 or len(finetune) < 2 or not dev:
+        raise InputError(
+            f"cmipref.train: {len(labels)} pseudo-labelled pairs in {inputs['labels']}, "
+            f"{len(finetune)} fine-tune and {len(dev)} dev pairs; generate more prompts "
+            "(cmipref.generate.prompts, finetune_prompts)"
+        )
+    every = [*labels, *truth_rows]
+    clips = clips_of(every, ("audio_a", "audio_b", "reference_audio"))
+    texts = [r["prompt"] for r in every] + [r["lyrics"] for r in every if r["lyrics"]]
+    settings = params.train
+    bank = build_bank(clips, texts, inputs["audio"], params.generate.sample_rate,
+                      params.generate.seconds, settings.n_mels,
+                      text_encoder(settings.text_encoder))  # fmt: skip
+
+    def hard(rows: list[dict[str, Any]]) -> np.ndarray:
+        dims = ("alignment", "musicality", "quality")
+        return np.array([[truth_target(truth[r["pair_id"]][d]) for d in dims] for r in rows])
+
+    soft = np.array([[r["preference_alignment"], r["preference_musicality"], r["preference"]]
+                     for r in labels])  # fmt: skip
+    return {
+        "bank": bank, "pretrain": split_arrays(bank, labels, soft),
+        "finetune": split_arrays(bank, finetune, hard(finetune)),
+        "dev": split_arrays(bank, dev, hard(dev)),
+    }  # fmt: skip
+
+
+def loop_config(settings: TrainParams, data: dict[str, Any]) -> dict[str, Any]:
+    bank: FeatureBank = data["bank"]
+    scaling = settings.scaling
+    model = RewardModelConfig(
+        text_dim=int(bank.texts.shape[1]), n_mels=settings.n_mels, d_model=settings.d_model,
+        heads=settings.heads, prompt_depth=settings.prompt_depth,
+        joint_depth=settings.joint_depth, dropout=settings.dropout,
+    )  # fmt: skip
+    return {
+        **settings.model_dump(include={
+            "batch_size", "pretrain_steps", "finetune_steps", "learning_rate",
+            "finetune_learning_rate", "weight_decay", "modality_dropout", "checkpoint_every",
+            "seed"}),
+        "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
+        "model": model.__dict__, "mels": bank.mels, "texts": bank.texts,
+        **{split: data[split] for split in ("pretrain", "finetune", "dev")},
+    }  # fmt: skip
+
+
+def curve_csv(curve: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    fields = ["step", "loss", "dev_accuracy_overall", "dev_accuracy_musicality",
+              "dev_accuracy_alignment"]  # fmt: skip
+    writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: round(v, 5) if isinstance(v, float) else v for k, v in p.items()}
+                     for p in curve)  # fmt: skip
+    return buffer.getvalue()
+
+
+def reward_model_card(settings: TrainParams, metrics: dict[str, Any]) -> tracking.ModelCard:
+    return tracking.ModelCard(
+        name=settings.registered_model,
+        summary=(
+            "A CMI reward model: given a music clip and its prompt (instruction text, optional "
+            "lyrics, optional reference clip) it returns two rewards, text-music alignment and "
+            "musicality (their mean is the overall reward). Log-mel conv encoder trained from "
+            f"scratch, frozen `{settings.text_encoder.name}` text vectors, a prompt transformer "
+            f"(depth {settings.prompt_depth}) and a joint transformer (depth "
+            f"{settings.joint_depth}, d {settings.d_model}); null embeddings and modality "
+            f"dropout ({settings.modality_dropout:g}) for missing lyrics / reference / text."
+        ),
+        training_data=(
+            f"Pretrained {metrics['pretrain_steps']} steps on {metrics['pseudo_pairs']} "
+            "CMIPref-Pseudo pairs (judge labels, position-consistent, label-smoothed), then "
+            f"fine-tuned {metrics['finetune_steps']} steps on {metrics['finetune_pairs']} "
+            "truth-labelled pairs; Bradley-Terry loss on both heads and their mean. Clips are "
+            "16 kHz renderings with controlled faults from cmipref.generate."
+        ),
+        intended_use=(
+            "Ranking candidate clips for one prompt (top-k filtering) and scoring preference "
+            "pairs; see cmipref.evaluate for held-out accuracy by modality and confidence."
+        ),
+        limitations=(
+            "Trained on a few hundred synthesized clips on CPU: it learns this generator's "
+            "faults (noise, clipping, detune, jitter, key/tempo/timbre mismatch), not music "
+            "in general. Loading needs paperline installed (pickled tasks.cmipref module); "
+            "inputs are log-mels (tasks.cmipref.audio.log_mel) and the text encoder's vectors."
+        ),
+        metrics={
+            k: float(v) for k, v in metrics.items() if k.startswith("dev_") and v is not None
+        },  # fmt: skip
+    )
+
+
+def run(
+    params: CmiprefParams, inputs: Mapping[str, Path], runtime: RuntimeParams
+) -> dict[str, Any]:
+    import mlflow
+
+    settings = params.train
+    data = training_data(params, inputs)
+    config = loop_config(settings, data)
+    config["tracking_uri"] = tracking.configure(runtime.mlflow)
+    scratch = state_dir(repo_root()) / "ray" / "cmipref" / "train"
+    stable = {k: v for k, v in config.items() if k not in ("mels", "texts", "pretrain",
+                                                           "finetune", "dev")}  # fmt: skip
+    resuming = prepare_scratch(scratch, fingerprint(
+        stable, [inputs["labels"], inputs["pairs"], inputs["truth"]]))  # fmt: skip
+    lineage = tracking.lineage_tags([LABELS, PAIRS, TRUTH])
+    config["run_id"] = tracking.resumable_run_id(
+        scratch, settings.experiment, runtime.mlflow, "cmi-rm-train", lineage, resuming
+    )
+    log.info("cmipref.train: %d pseudo pairs, %d truth pairs, %d + %d steps%s",
+             len(data["pretrain"]["a"]), len(data["finetune"]["a"]), settings.pretrain_steps,
+             settings.finetune_steps, " (resuming)" if resuming else "")  # fmt: skip
+    checkpoint = rm_train.fit(config, scratch, settings)
+    state = read_json(checkpoint / rm_train.STATE_FILE)
+    model = load(checkpoint)
+    last = state["curve"][-1]
+    at_pretrain_end = next(p for p in state["curve"] if p["step"] == settings.pretrain_steps)
+    metrics = {
+        "pseudo_pairs": len(data["pretrain"]["a"]), "finetune_pairs": len(data["finetune"]["a"]),
+        "dev_pairs": len(data["dev"]["a"]), "pretrain_steps": settings.pretrain_steps,
+        "finetune_steps": settings.finetune_steps, "final_loss": round(last["loss"], 4),
+        **{k: round(v, 4) for k, v in last.items() if k.startswith("dev_")},
+        **{f"pretrain_only_{k}": round(v, 4) for k, v in at_pretrain_end.items()
+           if k.startswith("dev_")},
+        "text_encoder": settings.text_encoder.name, "resumed_from": state["resumed_from"],
+    }  # fmt: skip
+    card = reward_model_card(settings, metrics)
+    registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
+    with mlflow.start_run(run_id=config["run_id"]):
+        mlflow.log_params({k: v for k, v in stable.items() if k not in ("model", "tracking_uri",
+                                                                          "run_id")})  # fmt: skip
+        mlflow.log_params({f"model.{k}": v for k, v in config["model"].items()})
+        mlflow.log_metrics({k: v for k, v in metrics.items() if isinstance(v, float)})
+        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
+        requirement = f"torch=={metadata.version('torch').split('+')[0]}"
+        info = tracking.log_torch_model(model, "model", registry_card, None,
+                                        serialization_format="pickle",
+                                        pip_requirements=[requirement])  # fmt: skip
+        version = tracking.register_model(info.model_uri, settings.registered_model,
+                                          registry_card, "candidate")  # fmt: skip
+    (scratch / FINISHED_FILE).write_text(version)
+    log.info("cmipref.train: dev accuracy %s (pretrain only %s); registered %s v%s",
+             metrics.get("dev_accuracy_overall"), metrics.get("pretrain_only_dev_accuracy_overall"),
+             settings.registered_model, version)  # fmt: skip
+    weights = Folder({name: checkpoint / name for name in ("config.json", "model.safetensors")})
+    weights["README.md"] = card.to_markdown()
+    return {"model": weights, "metrics": metrics, "curve": curve_csv(state["curve"])}
+
+
+STAGE = Stage(
+    name="cmipref.train",
+    run=run,
+    params_key="cmipref",
+    inputs={"labels": LABELS, "pairs": PAIRS, "truth": TRUTH, "audio": AUDIO},
+    outputs={
+        "model": "models/cmi_rm/model",
+        "metrics": "models/cmi_rm/metrics.json",
+        "curve": "models/cmi_rm/loss.csv",
+    },
+    uses_ray=True,
+    uses_runtime=True,
+)

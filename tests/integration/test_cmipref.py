@@ -1,0 +1,163 @@
+"""cmipref after a real `dvc repro` (small presets): clips generated, pool pairs judged in both
+orders, the reward model trained, registered and evaluated next to the judges; the audio-LLM
+judge's wire format over HTTP; `paperline tune cmipref` running its grid."""
+
+import base64
+import http.server
+import io
+import json
+import shutil
+import threading
+
+import mlflow
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+from tasks.cmipref.reward_model import load
+from tests.conftest import StandIn, run_cli
+from tests.integration.test_kg_model import configure_store
+
+pytestmark = pytest.mark.integration
+LABEL_COLUMNS = {
+    "prompt", "lyrics", "reference_audio", "audio_a", "audio_b", "preference",
+    "preference_musicality", "preference_alignment", "confidence", "modality",
+}  # fmt: skip
+
+
+def test_pool_pairs_are_pseudo_labelled_with_the_papers_columns(reproduced):
+    root, _ = reproduced
+    summary = json.loads((root / "data/interim/cmipref/summary.json").read_text())
+    assert summary["clips"] == 16 * 4 and set(summary["pairs_by_split"]) == {"pool", "finetune",
+                                                                              "test"}  # fmt: skip
+    labels = pq.read_table(root / "data/processed/cmipref/pseudo_labels.parquet")
+    assert set(labels.column_names) >= LABEL_COLUMNS
+    rows = labels.to_pylist()
+    assert rows and all((root / r["audio_a"]).exists() and (root / r["audio_b"]).exists()
+                        for r in rows)  # fmt: skip
+    assert all(r["reference_audio"] is None or (root / r["reference_audio"]).exists() for r in rows)
+    assert {r["modality"] for r in rows} <= {"text", "text+lyrics", "text+ref", "all"}
+    assert all(r["preference"] in (pytest.approx(0.05), pytest.approx(0.95)) for r in rows)
+    truth = pq.read_table(root / "data/interim/cmipref/truth.parquet")
+    assert "faults" not in labels.column_names and "faults" in truth.column_names
+    metrics = json.loads((root / "data/processed/cmipref/label_metrics.json").read_text())
+    assert metrics["kept_pairs"] == len(rows) <= metrics["judged_pairs"]
+    assert 0 <= metrics["accuracy"]["overall"] <= 1
+
+
+def test_reward_model_is_evaluated_next_to_the_judges(reproduced):
+    root, _ = reproduced
+    metrics = json.loads((root / "data/processed/cmipref/eval_metrics.json").read_text())
+    overall = metrics["overall_accuracy"]
+    assert set(overall) == {"reward_model", "judge"} and all(0 <= v <= 1 for v in overall.values())
+    best = max(overall, key=overall.get)
+    assert metrics["higher_overall"] == (best if len(set(overall.values())) == 2 else "tie")
+    for scorer in ("reward_model", "judge"):
+        breakdown = metrics["accuracy"][scorer]
+        assert {"overall", "musicality", "alignment"} <= set(breakdown)
+        assert any(name.startswith("confidence ") for name in breakdown)
+        assert any(name.startswith("modality ") for name in breakdown)
+    assert set(metrics["top_k"]["reward_model"]) == {"top_1", "top_2"}
+    report = (root / "data/processed/cmipref/evaluation.md").read_text()
+    assert "| overall |" in report and "Higher overall" in report
+
+
+def test_reward_model_is_registered_with_its_card_and_loads_from_the_registry(reproduced):
+    root, _ = reproduced
+    configure_store(root)
+    client = mlflow.MlflowClient()
+    version = client.get_model_version_by_alias("paperline-cmi-rm", "candidate")
+    assert version.description.startswith("# paperline-cmi-rm\n")
+    assert "Bradley-Terry" in version.description and version.tags["git_commit"]
+    assert "dvc.lock:data/processed/cmipref/pseudo_labels.parquet" in version.tags
+    registered = mlflow.pytorch.load_model("models:/paperline-cmi-rm@candidate").eval()
+    folder = load(root / "models/cmi_rm/model")
+    torch.manual_seed(0)
+    text_dim = folder.config.text_dim
+    mels = torch.randn(2, 2, 64, 157) * 20 - 40
+    inputs = (
+        mels[0],
+        torch.randn(2, text_dim),
+        torch.randn(2, text_dim),
+        mels[1],
+        torch.ones(2, 3),
+    )
+    with torch.no_grad():
+        assert torch.allclose(registered(*inputs), folder(*inputs), atol=1e-5)
+    metrics = json.loads((root / "models/cmi_rm/metrics.json").read_text())
+    assert metrics["pretrain_steps"] == 20 and metrics["finetune_steps"] == 10
+    assert "dev_accuracy_overall" in metrics
+
+
+class AudioJudgeServer(StandIn):
+    """An OpenAI-compatible audio judge stand-in: decodes the two `input_audio` WAVs it is
+    sent and prefers the one with the lower spectral flatness (the less noisy)."""
+
+    requests: list = []
+
+    def do_POST(self):
+        import soundfile
+
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append(request)
+        parts = request["messages"][-1]["content"]
+        clips = [soundfile.read(io.BytesIO(base64.b64decode(p["input_audio"]["data"])))[0]
+                 for p in parts if p["type"] == "input_audio"]  # fmt: skip
+
+        def flatness(audio):
+            spectrum = np.abs(np.fft.rfft(audio)) + 1e-9
+            return np.exp(np.mean(np.log(spectrum))) / np.mean(spectrum)
+
+        first = "A" if flatness(clips[0]) < flatness(clips[1]) else "B"
+        verdict = {"musicality": first, "alignment": first, "confidence": 4}
+        self.reply_chat(request["model"], f"```json\n{json.dumps(verdict)}\n```")
+
+
+def test_audio_llm_judge_hears_both_clips_in_the_order_given(tmp_path, monkeypatch):
+    import soundfile
+
+    from tasks.cmipref.degrade import degrade
+    from tasks.cmipref.judges import Listening, make_judge
+    from tasks.cmipref.music import MusicDescription, describe, synthesize
+    from tasks.cmipref.params import JudgeParams
+
+    tune = MusicDescription(tempo=100, key=0, mode="major", lead="flute", harmony="piano",
+                            density="sparse")  # fmt: skip
+    clean = synthesize(tune, 5.0, 16000, seed=0)
+    soundfile.write(tmp_path / "clean.flac", clean, 16000)
+    soundfile.write(tmp_path / "noisy.flac", degrade(clean, 16000, [("noise", 1.0)], 0), 16000)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), AudioJudgeServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    AudioJudgeServer.requests = []
+    monkeypatch.setenv("CMIPREF_TEST_KEY", "local")
+    try:
+        judge = make_judge(JudgeParams(backend="openai", model="omni",
+                                       base_url=f"http://127.0.0.1:{server.server_port}/v1",
+                                       api_key_env="CMIPREF_TEST_KEY"), 16000)  # fmt: skip
+        asked = {"pair_id": "p", "prompt": describe(tune), "lyrics": "la la", "reference": None}
+        clean_file, noisy_file = tmp_path / "clean.flac", tmp_path / "noisy.flac"
+        forward = judge.compare(Listening(**asked, first=clean_file, second=noisy_file,
+                                          swapped=False))  # fmt: skip
+        backward = judge.compare(Listening(**asked, first=noisy_file, second=clean_file,
+                                           swapped=True))  # fmt: skip
+    finally:
+        server.shutdown()
+    assert forward.musicality == pytest.approx(0.8) and backward.musicality == pytest.approx(-0.8)
+    assert judge.name == "openai:omni" and len(AudioJudgeServer.requests) == 2
+    text = AudioJudgeServer.requests[0]["messages"][-1]["content"][0]["text"]
+    assert describe(tune) in text and "la la" in text
+
+
+def test_tune_cmipref_runs_its_grid_and_logs_each_trial(reproduced, tmp_path):
+    source, _ = reproduced
+    root = tmp_path / "repo"
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".paperline"))
+    result = run_cli("tune", "cmipref", cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("learning_rate=")]
+    assert len(rows) == 2 and all("dev_accuracy_overall=" in row for row in rows)
+    configure_store(root)
+    experiment = mlflow.get_experiment_by_name("paperline-cmi-rm-tune")
+    runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
+    assert len(runs) == 3  # the grid's parent run and one run per trial
