@@ -132,7 +132,7 @@ def clip_features(audio: np.ndarray, sample_rate: int) -> ClipFeatures:
 
     envelope = librosa.onset.onset_strength(y=audio, sr=sample_rate, hop_length=512)
     tempo = librosa.feature.tempo(onset_envelope=envelope, sr=sample_rate, hop_length=512)
-    chroma = librosa.feature.chroma_cqt(y=audio, sr=sample_rate).mean(axis=1)
+    chroma = librosa.feature.chroma_cqt(y=audio, sr=sample_rate, hop_length=2048).mean(axis=1)
     scores = [(np.corrcoef(np.roll(profile, tonic), chroma)[0, 1], tonic, mode)
               for mode, profile in (("major", MAJOR_PROFILE), ("minor", MINOR_PROFILE))
               for tonic in range(12)]  # fmt: skip
