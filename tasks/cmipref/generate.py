@@ -26,7 +26,7 @@ from tasks.cmipref.audio import decode, flac_bytes
 from tasks.cmipref.degrade import FAULTS, degrade, penalties
 from tasks.cmipref.music import MusicDescription, synthesize
 from tasks.cmipref.params import CmiprefParams, GenerateParams
-from tasks.cmipref.sources import source_clips
+from tasks.cmipref.sources import clip_seed, source_clips
 from tasks.core.errors import InputError
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
@@ -60,11 +60,13 @@ def split_of(params: GenerateParams, rng: np.random.Generator) -> list[str]:
     return [str(s) for s in rng.permutation(labels)]
 
 
-def render_batch(batch: pa.Table, sample_rate: int, seconds: float, seed: int) -> pa.Table:
-    """Ray Data map_batches: each prompt's candidates as FLAC (its faults applied)."""
+def render_batch(batch: pa.Table, sample_rate: int, seconds: float) -> pa.Table:
+    """Ray Data map_batches: each prompt's candidates as FLAC (its faults applied), drawn
+    from the prompt's own seed (the same clips whatever the batching)."""
     rows: dict[str, list[Any]] = {"prompt_id": [], "candidate": [], "flac": [], "faults": []}
     for plan in batch.to_pylist():
         clean = decode(plan["clean"], sample_rate, plan["prompt_id"])
+        seed = plan["seed"]
         for candidate, faults in enumerate(json.loads(plan["faults"])):
             audio = clean
             if plan["description"] and candidate:  # a synthesized prompt: a new melody
@@ -77,7 +79,6 @@ def render_batch(batch: pa.Table, sample_rate: int, seconds: float, seed: int) -
             rows["candidate"].append(candidate)
             rows["flac"].append(flac_bytes(audio, sample_rate))
             rows["faults"].append(json.dumps(faults))
-        seed += 1
     schema = pa.schema([("prompt_id", pa.string()), ("candidate", pa.int64()),
                         ("flac", pa.binary()), ("faults", pa.string())])  # fmt: skip
     return pa.table(rows, schema=schema)
@@ -99,7 +100,7 @@ def plan_prompts(params: GenerateParams) -> tuple[pa.Table, dict[str, bytes]]:
             "prompt_id": prompt_id, "split": splits[index], "modality": clip.modality,
             "prompt": clip.prompt, "lyrics": clip.lyrics, "reference_audio": reference,
             "clean": flac_bytes(clip.audio, params.sample_rate), "description": description,
-            "faults": json.dumps(fault_plans(params, rng)),
+            "faults": json.dumps(fault_plans(params, rng)), "seed": clip_seed(params, index),
         })  # fmt: skip
     if len(rows) < params.prompts:
         raise InputError(f"cmipref.generate: the source gave {len(rows)} clips, "
@@ -124,9 +125,14 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     prompts, references = plan_prompts(settings)
     log.info("cmipref.generate: %d prompts × %d candidates (%s source)", prompts.num_rows,
              settings.candidates, settings.source.kind)  # fmt: skip
-    rendered = collect(map_table(prompts, render_batch, batch_size=settings.batch_size,
-                                 sample_rate=settings.sample_rate, seconds=settings.seconds,
-                                 seed=settings.seed))  # fmt: skip
+    rendered = map_table(
+        prompts,
+        render_batch,
+        batch_size=settings.batch_size,
+        sample_rate=settings.sample_rate,
+        seconds=settings.seconds,
+    )
+    rendered = collect(rendered)
     info = {row["prompt_id"]: row for row in prompts.drop_columns(["clean"]).to_pylist()}
     files: dict[str, Any] = {str(Path(k).relative_to(AUDIO)): v for k, v in references.items()}
     truth_by_prompt: dict[str, list[dict[str, Any]]] = {}

@@ -40,13 +40,18 @@ class SourceClip:
         return "text+ref" if self.reference is not None else "text"
 
 
+def clip_seed(params: GenerateParams, index: int) -> int:
+    """Prompt `index`'s seed: its clean clip and, in cmipref.generate, its candidates."""
+    return params.seed * 1_000_003 + index
+
+
 def synth_clips(params: GenerateParams) -> Iterator[SourceClip]:
     """`params.prompts` clips from random descriptions; modalities cycle over the prompts."""
     rng = np.random.default_rng(params.seed)
     for index in range(params.prompts):
         modality = params.modalities[index % len(params.modalities)]
         description = random_description(rng, with_lyrics=modality in ("text+lyrics", "all"))
-        seed = params.seed * 1_000_003 + index
+        seed = clip_seed(params, index)
         reference = None
         if modality in ("text+ref", "all"):  # same style, another melody
             reference = synthesize(description, params.seconds, params.sample_rate, seed + 500_000)

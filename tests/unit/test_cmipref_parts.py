@@ -261,3 +261,17 @@ def test_hub_source_decodes_a_datasets_audio_column_without_codecs(tmp_path, cle
     clips = list(hub_clips(params))
     assert len(clips) == 2 and clips[0].prompt == "a slow tune"
     assert clips[0].audio.shape == (5 * SR,)  # padded to the clip length
+
+
+def test_candidates_are_the_same_whatever_the_batching():
+    from tasks.cmipref.generate import plan_prompts, render_batch
+    from tasks.cmipref.params import GenerateParams
+
+    params = GenerateParams(prompts=4, candidates=3, test_prompts=1, finetune_prompts=1)
+    prompts, _ = plan_prompts(params)
+    whole = render_batch(prompts, params.sample_rate, params.seconds)
+    one_by_one = pa.concat_tables([render_batch(prompts.slice(i, 1), params.sample_rate,
+                                                params.seconds) for i in range(4)])  # fmt: skip
+    assert whole.equals(one_by_one)
+    flac = whole.column("flac").to_pylist()
+    assert len(set(flac)) == len(flac)  # no two candidates alike
