@@ -11,22 +11,17 @@ transformers folder; `ImageTextEncoder` (tasks/aoeb/encoders.py) pairs one with 
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 from torch import nn
 
 from tasks.core.errors import InputError
-from tasks.core.io import atomic_path
+from tasks.core.module_folder import load_module, save_module
 
-WEIGHTS_FILE = "model.safetensors"
-CONFIG_FILE = "config.json"
 ImageSource = Path | bytes  # a PNG/JPEG file, or its bytes
 
 
@@ -88,24 +83,14 @@ def embed_images(tower: ImageTower, images: Sequence[ImageSource], batch: int = 
 
 def save(tower: ImageTower, folder: Path) -> None:
     """Write `config.json` and `model.safetensors` into `folder` (each atomically)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().cpu().contiguous() for k, v in tower.state_dict().items()}
-    with atomic_path(folder / WEIGHTS_FILE) as temp:
-        save_file(state, str(temp))
-    with atomic_path(folder / CONFIG_FILE) as temp:
-        temp.write_text(json.dumps(asdict(tower.config), indent=2) + "\n", encoding="utf-8")
+    save_module(tower, folder)
+
+
+def build(config: dict) -> ImageTower:
+    return ImageTower(TowerConfig(**{**config, "channels": tuple(config["channels"])}))
 
 
 def load(folder: Path) -> ImageTower:
     """The tower saved in `folder`, in eval mode."""
-    try:
-        config = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-        weights = load_file(str(folder / WEIGHTS_FILE))
-        config["channels"] = tuple(config["channels"])
-        tower = ImageTower(TowerConfig(**config))
-        tower.load_state_dict(weights)
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError, SafetensorError) as exc:
-        raise InputError(
-            f"{folder}: not an image tower ({exc}); save one with tasks.aoeb.image_tower.save"
-        ) from None
-    return tower.eval()
+    return load_module(folder, build, "not an image tower; save one with "
+                       "tasks.aoeb.image_tower.save")  # fmt: skip

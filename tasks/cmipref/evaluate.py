@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from tasks.cmipref.features import build_bank, clips_of, text_encoder
+from tasks.aoeb.encoders import make_encoder
+from tasks.cmipref.features import build_bank, clips_of
 from tasks.cmipref.generate import audio_file
 from tasks.cmipref.judges import make_judge
 from tasks.cmipref.label import combine, judge_pairs
@@ -54,7 +55,7 @@ def clip_rewards(model_folder: Path, rows: list[dict[str, Any]], params: Cmipref
     texts = [r["prompt"] for r in rows] + [r["lyrics"] for r in rows if r["lyrics"]]
     bank = build_bank(clips, texts, audio_root, params.generate.sample_rate,
                       params.generate.seconds, model.config.n_mels,
-                      text_encoder(params.train.text_encoder))  # fmt: skip
+                      make_encoder(params.train.text_encoder))  # fmt: skip
     index = bank.prompt_indices(rows)
     clip_rows = np.array([bank.clip_row[r["audio"]] for r in rows])
     mels, texts_t = torch.as_tensor(bank.mels), torch.as_tensor(bank.texts)

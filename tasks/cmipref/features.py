@@ -72,9 +72,3 @@ def build_bank(
         clip_row={c: i for i, c in enumerate(clips)},
         text_row={s: i + 1 for i, s in enumerate(strings)},
     )  # fmt: skip
-
-
-def text_encoder(params: Any) -> Any:
-    from tasks.aoeb.encoders import make_encoder
-
-    return make_encoder(params)

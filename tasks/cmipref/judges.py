@@ -198,6 +198,7 @@ class SignalJudge:
     def __init__(self, sample_rate: int, listen_seconds: float) -> None:
         self.sample_rate = sample_rate
         self.samples = int(listen_seconds * sample_rate)
+        self.whole_clips: dict[Path, ClipFeatures] = {}  # a prompt's reference serves all its clips
 
     def listen(self, path: Path, seed: int) -> ClipFeatures:
         excerpt = crop(read_clip(path, self.sample_rate), self.samples, np.random.default_rng(seed))
@@ -205,13 +206,15 @@ class SignalJudge:
 
     def clip_scores(self, path: Path, prompt: str, reference: Path | None) -> tuple[float, float]:
         """(musicality, alignment) of one whole clip: what top-k selection ranks by."""
-        features = clip_features(read_clip(path, self.sample_rate), self.sample_rate)
-        ref = (
-            clip_features(read_clip(reference, self.sample_rate), self.sample_rate)
-            if reference
-            else None
-        )
+        features = self.hear_whole(path)
+        ref = self.hear_whole(reference) if reference else None
         return musicality_score(features), alignment_score(features, parse_prompt(prompt), ref)
+
+    def hear_whole(self, path: Path) -> ClipFeatures:
+        if path not in self.whole_clips:
+            audio = read_clip(path, self.sample_rate)
+            self.whole_clips[path] = clip_features(audio, self.sample_rate)
+        return self.whole_clips[path]
 
     def compare(self, item: Listening) -> Verdict:
         seed = zlib.crc32(item.pair_id.encode()) * 4 + 2 * int(item.swapped)

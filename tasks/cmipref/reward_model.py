@@ -12,17 +12,14 @@ encoders are frozen and pretrained.
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from torch import nn
 
-from tasks.core.errors import InputError
-from tasks.core.io import atomic_path
+from tasks.core.module_folder import load_module, save_module
 
-WEIGHTS_FILE, CONFIG_FILE = "model.safetensors", "config.json"
 HEADS = ("alignment", "musicality")
 TEXT, LYRICS, REFERENCE = 0, 1, 2  # prompt slots; `present` columns in this order
 
@@ -114,25 +111,9 @@ def bradley_terry_loss(rewards_a, rewards_b, targets) -> torch.Tensor:
 
 
 def save(model: CmiRewardModel, folder: Path) -> None:
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True, exist_ok=True)
-    state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-    with atomic_path(folder / WEIGHTS_FILE) as temp:
-        save_file(state, str(temp))
-    with atomic_path(folder / CONFIG_FILE) as temp:
-        temp.write_text(json.dumps(asdict(model.config), indent=2) + "\n", encoding="utf-8")
+    save_module(model, folder)
 
 
 def load(folder: Path) -> CmiRewardModel:
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    try:
-        config = RewardModelConfig(**json.loads((folder / CONFIG_FILE).read_text()))
-        model = CmiRewardModel(config)
-        model.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
-    except (OSError, ValueError, TypeError, RuntimeError, SafetensorError) as exc:
-        raise InputError(f"{folder}: not a CMI reward model ({exc}); run `dvc repro "
-                         "cmipref-train`") from None  # fmt: skip
-    return model.eval()
+    return load_module(folder, lambda config: CmiRewardModel(RewardModelConfig(**config)),
+                       "not a CMI reward model; run `dvc repro cmipref-train`")  # fmt: skip

@@ -19,8 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
+from tasks.aoeb.encoders import make_encoder
 from tasks.cmipref import rm_train
-from tasks.cmipref.features import FeatureBank, build_bank, clips_of, text_encoder
+from tasks.cmipref.features import FeatureBank, build_bank, clips_of
 from tasks.cmipref.params import CmiprefParams, TrainParams
 from tasks.cmipref.reward_model import RewardModelConfig, load
 from tasks.cmipref.truth import pair_truth
@@ -73,7 +74,7 @@ def training_data(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str
     settings = params.train
     bank = build_bank(clips, texts, inputs["audio"], params.generate.sample_rate,
                       params.generate.seconds, settings.n_mels,
-                      text_encoder(settings.text_encoder))  # fmt: skip
+                      make_encoder(settings.text_encoder))  # fmt: skip
 
     def hard(rows: list[dict[str, Any]]) -> np.ndarray:
         dims = ("alignment", "musicality", "quality")
