@@ -20,7 +20,7 @@ app = typer.Typer(
     add_completion=False,
 )
 services_app = typer.Typer(help="Start, stop and check local servers on 127.0.0.1.")
-params_app = typer.Typer(help="Validate params.yaml.")
+params_app = typer.Typer(help="Validate params.yaml; apply a named profile to it.")
 kg_app = typer.Typer(help="Query the knowledge graph the way the kg stages do.")
 scam_app = typer.Typer(help="Extract and judge URLs the way the scam audit does.")
 app.add_typer(services_app, name="services")
@@ -131,6 +131,27 @@ def params_check(
     target = path or repo_root() / "params.yaml"
     loaded = load_params(target)
     typer.echo(f"{target.name}: OK ({', '.join(type(loaded).model_fields)})")
+
+
+@params_app.command("profile")
+def params_profile(
+    name: Annotated[str | None, typer.Argument(help="Profile in profiles/; omit to list.")] = None,
+) -> None:
+    """Set a named profile's values in params.yaml (comments kept); then `dvc repro`.
+
+    The default params.yaml is the small preset; `standard` restores the larger one (about
+    40 minutes on two cores). `git checkout params.yaml` goes back to the default.
+    """
+    from tasks.core.profiles import apply_profile, profile_names
+
+    root = repo_root()
+    if name is None:
+        typer.echo("\n".join(profile_names(root)))
+        return
+    changed = apply_profile(root, name)
+    typer.echo(f"params.yaml: profile {name} changed {len(changed)} keys")
+    for path in changed:
+        typer.echo(f"  {path}")
 
 
 OBJECT_HELP = "Object: an item, or a value with --answer-type date, number or rank."
