@@ -39,8 +39,8 @@ def load_profile(root: Path, name: str) -> dict[str, Any]:
 
 def _flow(value: Any) -> str:
     """A value as one line of YAML flow style (how params.yaml writes short lists)."""
-    return yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip().removesuffix(
-        "\n..."
+    return (
+        yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip().removesuffix("\n...")
     )
 
 
@@ -69,11 +69,15 @@ def _overlay(
             continue
         key_line, _ = base.lc.key(key)
         value_line, column = base.lc.value(key)
-        if value_line != key_line or isinstance(base[key], CommentedMap | CommentedSeq) and (
-            not base[key].fa.flow_style()
+        if (
+            value_line != key_line
+            or isinstance(base[key], CommentedMap | CommentedSeq)
+            and (not base[key].fa.flow_style())
         ):
-            raise UserError(f"{source}: {path} spans several lines in params.yaml; "
-                            "write it on one line there (flow style) to set it from a profile")
+            raise UserError(
+                f"{source}: {path} spans several lines in params.yaml; "
+                "write it on one line there (flow style) to set it from a profile"
+            )
         lines[key_line] = _set_in_line(lines[key_line], column, value)
         changed.append(path)
     return changed
