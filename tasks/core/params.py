@@ -9,8 +9,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, Field, ValidationError
+from ruamel.yaml import YAML, YAMLError
 
 from tasks.aoeb.params import AoebParams
 from tasks.cmipref.params import CmiprefParams
@@ -88,17 +88,24 @@ def load_params(path: Path | None = None) -> Params:
     """Read and validate params.yaml (default: the repository's)."""
     path = path or repo_root() / "params.yaml"
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = parse_yaml(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ParamsError(
             f"{path}: not found; run from the repository or set PAPERLINE_ROOT"
         ) from None
-    except yaml.YAMLError as exc:
+    except YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ParamsError(f"{path.name}: {where}invalid YAML ({problem})") from None
     return parse_params(raw if raw is not None else {}, source=path.name)
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML 1.2, the way DVC reads params.yaml: both then agree that `off` or `no` is a
+    string and `1e-3` a number (YAML 1.1 says False and a string), also after DVC rewrites
+    the file for `dvc exp run -S`."""
+    return YAML(typ="safe", pure=True).load(text)
 
 
 def parse_params(raw: Any, source: str = "params.yaml") -> Params:

@@ -17,7 +17,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from tasks.core.errors import UserError
 from tasks.core.io import atomic_path
-from tasks.core.params import parse_params
+from tasks.core.params import parse_params, parse_yaml
 
 PROFILES = "profiles"
 
@@ -94,7 +94,7 @@ def apply_profile(root: Path, name: str) -> list[str]:
     lines = text.splitlines()
     changed = _overlay(YAML().load(text), overlay, "", f"{PROFILES}/{name}.yaml", lines)
     new_text = "\n".join(lines) + "\n"
-    parse_params(yaml.safe_load(new_text), source=f"params.yaml with profile {name}")
+    parse_params(parse_yaml(new_text), source=f"params.yaml with profile {name}")
     with atomic_path(params_file) as temp:
         temp.write_text(new_text, encoding="utf-8")
     return changed
