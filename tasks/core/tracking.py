@@ -94,8 +94,11 @@ def dvc_lock_hashes(paths: Iterable[str], root: Path | None = None) -> dict[str,
         return {}
     lock = yaml.safe_load(lock_file.read_text(encoding="utf-8")) or {}
     recorded: dict[str, str] = {}
-    for stage in (lock.get("stages") or {}).values():
-        for section in ("deps", "outs"):  # outs win: they are written after deps
+    stages = list((lock.get("stages") or {}).values())
+    # outs win over deps, whatever the stage order: while `dvc repro` runs, a downstream
+    # stage's dep entry still holds the hash its previous run read
+    for section in ("deps", "outs"):
+        for stage in stages:
             for entry in stage.get(section) or []:
                 digest = entry.get("md5") or entry.get("hash") or entry.get("etag")
                 if digest:
