@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -352,12 +353,24 @@ def services_status(name: ServiceName = None) -> None:
         typer.echo(services.status(each, runtime).describe())
 
 
+# A write the disk refused (full, over quota, over a file-size limit): the user's to fix.
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def main() -> None:
     configure_logging()
     try:
         app()
     except UserError as error:
         typer.echo(str(error), err=True)
+        sys.exit(2)
+    except OSError as error:
+        if error.errno not in DISK_FULL:
+            raise
+        where = f"{error.filename}: " if error.filename else ""
+        typer.echo(f"{where}write failed ({error.strerror}); free disk space and re-run: "
+                   "outputs are written whole or not at all, the previous ones are intact",
+                   err=True)  # fmt: skip
         sys.exit(2)
 
 

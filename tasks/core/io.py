@@ -170,9 +170,11 @@ def commit_outputs(outputs: Mapping[Path, Any]) -> None:
             for written in temp.rglob("*") if directory else [temp]:
                 if written.is_file():
                     _fsync_file(written)
-    except BaseException:
+    except BaseException as error:
         for temp, _ in staged:
             _remove(temp)
+        if isinstance(error, OSError) and error.filename is None and staged:
+            raise OSError(error.errno, error.strerror, str(staged[-1][1])) from error
         raise
     for temp, target in staged:
         _replace(temp, target)
