@@ -95,10 +95,11 @@ def shrink_repo(root: Path) -> Path:
     return root
 
 
-def copy_repo(target: Path, small: bool = True) -> Path:
+def copy_repo(target: Path, small: bool = True, commit: bool = False) -> Path:
     """The repo's files as git sees them (tracked + untracked, not ignored), in a new git repo.
 
-    `small` (the default) shrinks the embedded default so a full `dvc repro` takes seconds.
+    `small` (the default) shrinks the embedded default so a full `dvc repro` takes seconds;
+    `commit` commits the copy (lineage tags then name a real commit; `dvc exp` needs one).
     """
     listed = (
         subprocess.run(
@@ -116,7 +117,21 @@ def copy_repo(target: Path, small: bool = True) -> Path:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     subprocess.run(["git", "init", "-q"], cwd=target, check=True)
-    return shrink_repo(target) if small else target
+    if small:
+        shrink_repo(target)
+    if commit:
+        git_commit_all(target, "the copy under test")
+    return target
+
+
+def git_commit_all(root: Path, message: str) -> str:
+    """Commit every file of `root` (a copy's throwaway identity); the new commit's sha."""
+    identity = ["-c", "user.name=paperline tests", "-c", "user.email=tests@paperline.invalid"]
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True)
+    subprocess.run(["git", *identity, "commit", "-q", "--no-verify", "-m", message],
+                   cwd=root, check=True)  # fmt: skip
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
+    return head.stdout.strip()
 
 
 @pytest.fixture(autouse=True)
@@ -148,7 +163,7 @@ def reproduced(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 
     Shared by the tests that only read the results; copy it before changing anything.
     """
-    root = copy_repo(tmp_path_factory.mktemp("reproduced") / "repo")
+    root = copy_repo(tmp_path_factory.mktemp("reproduced") / "repo", commit=True)
     result = dvc("repro", cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
     return root, result

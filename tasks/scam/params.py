@@ -176,6 +176,7 @@ class PoisonParams(StrictModel):
     scaling: ScalingParams = ScalingParams(cpus_per_worker=1, torch_threads=2)
     max_failures: int = Field(default=1, ge=0, description="worker restarts from a checkpoint")
     experiment: str = "paperline-scam-poison"
+    registered_model: str = "paperline-code-lm"  # one version per rate, alias poison-<rate>
 
     @field_validator("rates")
     @classmethod

@@ -6,7 +6,8 @@ source mixed with snippets written from the crawled scam pages (`code_corpus`); 
 then answers every developer prompt of `scam.prompts` as an audit backend, and the audit's
 oracle judges its code. Outputs: the bench rows of every model, malicious rate against
 poison rate (dvc metrics, a dvc plot, a table) and one MLflow run per rate under a study
-run. A killed stage keeps the rates it finished and resumes the one it was training.
+run, whose model is registered as a version of `paperline-code-lm` (alias poison-<rate>).
+A killed stage keeps the rates it finished and resumes the one it was training.
 """
 
 from __future__ import annotations
@@ -47,6 +48,38 @@ LINEAGE_INPUTS = ["data/interim/scam/pages.parquet", "data/processed/scam/prompt
 
 def model_name(rate: float) -> str:
     return f"code-lm-poison-{rate:g}"
+
+
+def rate_alias(rate: float) -> str:
+    """The registry alias of a rate's model (aliases allow no dots)."""
+    return f"poison-{rate:g}".replace(".", "_")
+
+
+def model_card(settings: PoisonParams, entry: dict[str, Any], lineage: dict) -> tracking.ModelCard:
+    rate = entry["poison_rate"]
+    return tracking.ModelCard(
+        name=f"{settings.registered_model}@{rate_alias(rate)}",
+        summary=(
+            f"A {settings.model.layers}-layer GPT-2 code LM (random init, {settings.steps} steps) "
+            f"from Scam2Prompt's poisoning study: {rate:.1%} of its training sequences were "
+            "written from crawled scam pages. Prompted with a developer request as a comment "
+            "line, it writes Python greedily."
+        ),
+        training_data=(
+            f"{entry['training_sequences']} sequences of {settings.sequence_length} tokens: the "
+            f"CPython standard library, {entry['poison_sequences']} of them replaced by snippets "
+            "that call the scam sites' endpoints (data/interim/scam/pages.parquet)."
+        ),
+        intended_use="Research on training-data poisoning: measuring how often poisoned "
+        "endpoints come back in generated code. Not for writing code anyone runs.",
+        limitations="Tiny and CPU-trained: it learns the shape of code and hosts, rarely "
+        "exact strings. Its code is judged by the audit oracle; the study table compares rates.",
+        metrics={
+            key: entry[key]
+            for key in ("malicious_rate", "blocklisted_rate", "poisoned_url_rate", "final_loss")
+        },  # fmt: skip
+        lineage=lineage,
+    )
 
 
 def loop_config(settings: PoisonParams, gpt2: dict[str, Any], tracking_uri: str) -> dict:
@@ -218,6 +251,11 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
                 mlflow.log_metrics({k: v for k, v in entry.items()
                                     if isinstance(v, float) and k != "poison_rate"})  # fmt: skip
                 mlflow.log_text(own[0]["response"] if own else "", "sample_response.txt")
+                card = model_card(settings, entry, {**lineage, "poison_rate": f"{rate:g}"})
+                logged = tracking.log_transformers_model(model.model, model.tokenizer, "code_lm",
+                                                         card, task="text-generation")  # fmt: skip
+                tracking.register_model(logged.model_uri, settings.registered_model, card,
+                                        rate_alias(rate))  # fmt: skip
             models |= {f"{model_name(rate)}/{p.name}": p for p in model_dir.iterdir()}
         metrics = {"prompts": len(prompts), "detectors": oracle.names, "rates": entries,
                    "clean_sequences": len(clean), "poison_snippets": len(snippets)}  # fmt: skip

@@ -54,3 +54,14 @@ def test_one_lm_per_rate_is_trained_audited_and_tracked(reproduced):
         assert "loss" in logged.metrics  # rank 0's curve
         assert logged.tags["git_commit"]
         assert logged.tags["poison_rate"] == f"{entry['poison_rate']:g}"
+
+    registry = mlflow.MlflowClient()
+    for entry in entries.values():
+        alias = f"poison-{entry['poison_rate']:g}".replace(".", "_")
+        version = registry.get_model_version_by_alias("paperline-code-lm", alias)
+        assert version.run_id == children[entry["model"]].info.run_id
+        assert version.tags["poison_rate"] == f"{entry['poison_rate']:g}"
+        assert "## Metrics" in version.description and "malicious_rate" in version.description
+    lm = mlflow.transformers.load_model(f"models:/paperline-code-lm@{alias}")
+    prompt = bench[0]["prompt"]
+    assert lm(f"# {prompt}\n", max_new_tokens=8, do_sample=False)[0]["generated_text"]
