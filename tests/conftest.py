@@ -49,7 +49,7 @@ SMALL_PARAMS = {
         "eval": {"batch_size": 16},
     },
     "kg": {"qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
-           "examples": {"languages_per_path": 1}, "detector": {"epochs": 1},
+           "examples": {"languages_per_path": 1}, "detector": {"epochs": 1, "batch_size": 32},
            "eval": {"max_items": 40}},
     "scam": {"poison": {"rates": [0.0, 0.2], "steps": 30, "log_every": 15, "max_prompts": 12,
                         "max_new_tokens": 48, "model": {"vocab_size": 500}}},

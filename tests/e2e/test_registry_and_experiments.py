@@ -23,9 +23,10 @@ def registered_names(root):
 
 
 def lock_hashes(root):
-    lock = yaml.safe_load((root / "dvc.lock").read_text())
-    return {entry["path"]: entry["md5"] for stage in lock["stages"].values()
-            for entry in stage.get("outs", [])}  # fmt: skip
+    """Every path's hash in dvc.lock: a stage's output, else a seed file some stage reads."""
+    stages = yaml.safe_load((root / "dvc.lock").read_text())["stages"].values()
+    seeds = {e["path"]: e["md5"] for stage in stages for e in stage.get("deps", [])}
+    return seeds | {e["path"]: e["md5"] for stage in stages for e in stage.get("outs", [])}
 
 
 def test_registry_lists_every_model_with_card_lineage_and_alias(reproduced):
