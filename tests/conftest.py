@@ -153,7 +153,7 @@ def repo_copy(tmp_path: Path) -> Path:
 
 def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [str(BIN / "dvc"), *args], cwd=cwd, capture_output=True, text=True, timeout=900
+        [str(BIN / "dvc"), *args], cwd=cwd, capture_output=True, text=True, timeout=1200
     )
 
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from tasks.core.params import MlflowParams
 from tasks.core.paths import repo_root
@@ -87,28 +86,27 @@ def git_commit(root: Path | None = None) -> str:
     return f"{head}-dirty" if dirty else head
 
 
-def dvc_lock_hashes(paths: Iterable[str], root: Path | None = None) -> dict[str, str]:
-    """The content hash dvc.lock records for each path (as an out of some stage, else a dep)."""
-    lock_file = (root or repo_root()) / "dvc.lock"
-    if not lock_file.exists():
-        return {}
-    lock = yaml.safe_load(lock_file.read_text(encoding="utf-8")) or {}
-    recorded: dict[str, str] = {}
-    stages = list((lock.get("stages") or {}).values())
-    # outs win over deps, whatever the stage order: while `dvc repro` runs, a downstream
-    # stage's dep entry still holds the hash its previous run read
-    for section in ("deps", "outs"):
-        for stage in stages:
-            for entry in stage.get(section) or []:
-                digest = entry.get("md5") or entry.get("hash") or entry.get("etag")
-                if digest:
-                    recorded[entry["path"]] = str(digest)
-    return {path: recorded[path] for path in paths if path in recorded}
+def dvc_hashes(paths: Iterable[str], root: Path | None = None) -> dict[str, str]:
+    """Each existing input's content hash as DVC computes it: an md5 for a file, `<md5>.dir`
+    for a folder. It is what dvc.lock records for the reading stage once it completes, and
+    is read from disk because mid-`dvc repro` the lock may still hold the previous run's."""
+    from dvc_data.hashfile.build import build
+    from dvc_data.hashfile.db import HashFileDB
+    from dvc_objects.fs.local import LocalFileSystem
+
+    base, fs, hashes = root or repo_root(), LocalFileSystem(), {}
+    with tempfile.TemporaryDirectory() as staging:
+        odb = HashFileDB(fs, staging)
+        for path in paths:
+            if (base / path).exists():
+                _, _, built = build(odb, str(base / path), fs, "md5", dry_run=True)
+                hashes[path] = built.hash_info.value
+    return hashes
 
 
 def lineage_tags(inputs: Iterable[str], root: Path | None = None) -> dict[str, str]:
     tags = {"git_commit": git_commit(root)}
-    for path, digest in dvc_lock_hashes(inputs, root).items():
+    for path, digest in dvc_hashes(inputs, root).items():
         tags[f"dvc.lock:{path}"] = digest
     return tags
 

@@ -1,8 +1,9 @@
 """MLflow helpers against a real SQLite store and model registry in a temporary folder."""
 
+import hashlib
+
 import pytest
 import torch
-import yaml
 
 from tasks.core import tracking
 from tasks.core.params import MlflowParams
@@ -10,22 +11,15 @@ from tasks.core.params import MlflowParams
 pytestmark = pytest.mark.integration
 
 
+DOCS = b"one document per line\n"
+
+
 @pytest.fixture
 def store(tmp_path):
-    (tmp_path / "dvc.lock").write_text(
-        yaml.safe_dump(
-            {
-                "schema": "2.0",
-                "stages": {
-                    "corpus-ingest": {
-                        "cmd": "paperline stage corpus.ingest",
-                        "deps": [{"path": "data/seed/udhr", "md5": "aaa.dir"}],
-                        "outs": [{"path": "data/interim/corpus/docs.parquet", "md5": "bbb"}],
-                    }
-                },
-            }
-        )
-    )
+    (tmp_path / "data/interim/corpus").mkdir(parents=True)
+    (tmp_path / "data/interim/corpus/docs.parquet").write_bytes(DOCS)
+    (tmp_path / "data/seed/udhr").mkdir(parents=True)
+    (tmp_path / "data/seed/udhr/a.xml").write_text("<udhr/>")
     return MlflowParams(tracking_uri="sqlite:///mlruns/mlflow.db", artifact_root="mlruns/artifacts")
 
 
@@ -55,7 +49,7 @@ def test_register_tiny_model_and_load_it_back_by_alias(tmp_path, store):
     assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path}/mlruns/mlflow.db"
     client = MlflowClient()
     tags = client.get_run(run.info.run_id).data.tags
-    assert tags[f"dvc.lock:{docs}"] == "bbb"
+    assert tags[f"dvc.lock:{docs}"] == hashlib.md5(DOCS).hexdigest()  # DVC 3's file hash
     assert tags["git_commit"]
     assert str(client.get_model_version_by_alias("paperline-tiny", "candidate").version) == version
     registered = client.get_registered_model("paperline-tiny")
@@ -75,7 +69,8 @@ def test_env_overrides_tracking_uri(monkeypatch, tmp_path):
     assert tracking.artifact_location(MlflowParams(), tmp_path) is None
 
 
-def test_lineage_ignores_paths_dvc_lock_does_not_know(tmp_path, store):
-    assert tracking.dvc_lock_hashes(["data/seed/udhr", "nope"], tmp_path) == {
-        "data/seed/udhr": "aaa.dir"
-    }
+def test_lineage_hashes_inputs_as_dvc_does_and_skips_missing_ones(tmp_path, store):
+    first = tracking.dvc_hashes(["data/seed/udhr", "nope"], tmp_path)
+    assert list(first) == ["data/seed/udhr"] and first["data/seed/udhr"].endswith(".dir")
+    (tmp_path / "data/seed/udhr/a.xml").write_text("<udhr>changed</udhr>")
+    assert tracking.dvc_hashes(["data/seed/udhr"], tmp_path) != first
