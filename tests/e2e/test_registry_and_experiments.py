@@ -67,10 +67,10 @@ def test_exp_run_reruns_only_the_stages_a_param_reaches(product):
     git_commit_all(product, "the reproduced pipeline")
     assert dvc("status", cwd=product).stdout.strip() == "Data and pipelines are up to date."
 
-    tweak = dvc("exp", "run", "-S", "aoeb.finetune.learning_rate=0.0002", cwd=product)
+    tweak = dvc("exp", "run", "-S", "cmipref.train.finetune_learning_rate=0.001", cwd=product)
     assert tweak.returncode == 0, tweak.stderr[-2000:]
-    # the fine-tune reads aoeb.finetune; its model feeds the evaluation; nothing else moves
-    assert ran_stages(tweak.stdout) == {"aoeb-finetune", "aoeb-evaluate"}
+    # the training reads cmipref.train; its model feeds the evaluation; nothing else moves
+    assert ran_stages(tweak.stdout) == {"cmipref-train", "cmipref-evaluate"}
 
     evaluation = dvc("exp", "run", "-S", "cmipref.evaluate.top_k=[1,3]", cwd=product)
     assert evaluation.returncode == 0, evaluation.stderr[-2000:]
