@@ -141,7 +141,7 @@ def params_profile(
     """Set a named profile's values in params.yaml (comments kept); then `dvc repro`.
 
     The default params.yaml is the small preset; `standard` restores the larger one (about
-    40 minutes on two cores). `git checkout params.yaml` goes back to the default.
+    8 minutes more on two cores). `git checkout params.yaml` goes back to the default.
     """
     from tasks.core.profiles import apply_profile, profile_names
 
