@@ -61,7 +61,7 @@ def split_of(params: GenerateParams, rng: np.random.Generator) -> list[str]:
 
 
 def render_batch(batch: pa.Table, sample_rate: int, seconds: float) -> pa.Table:
-    """Ray Data map_batches: each prompt's candidates as FLAC (its faults applied), drawn
+    """One Ray task (map_table): each prompt's candidates as FLAC (its faults applied), drawn
     from the prompt's own seed (the same clips whatever the batching)."""
     rows: dict[str, list[Any]] = {"prompt_id": [], "candidate": [], "flac": [], "faults": []}
     for plan in batch.to_pylist():
@@ -129,6 +129,7 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
         prompts,
         render_batch,
         batch_size=settings.batch_size,
+        jit_warmup=True,  # the faults call librosa's numba code
         sample_rate=settings.sample_rate,
         seconds=settings.seconds,
     )

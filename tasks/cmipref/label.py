@@ -1,6 +1,6 @@
 """cmipref.label: CMIPref-Pseudo, the pool's pairs labelled by judges, position-consistently.
 
-Every judge hears every pool pair twice, A then B and B then A (Ray Data, `batch_size`
+Every judge hears every pool pair twice, A then B and B then A (Ray tasks, `batch_size`
 pairs per task). Per dimension (musicality, alignment) a judge's two margins are put in A's
 frame; the pair is kept only when the combined overall verdict has the same side in both
 orders (the position-consistency check), and a dimension whose orders disagree gets 0.5.
@@ -51,7 +51,7 @@ def listenings(pair: Mapping[str, Any], audio_root: Path) -> tuple[Listening, Li
 def judge_batch(
     batch: pa.Table, judges: Sequence[dict], sample_rate: int, audio_root: str
 ) -> pa.Table:
-    """Ray Data map_batches: each judge's margins, both orders, in A's frame."""
+    """One Ray task (map_table): each judge's margins, both orders, in A's frame."""
     rows: dict[str, list[Any]] = defaultdict(list)
     for index, settings in enumerate(judges):
         judge = make_judge(JudgeParams(**settings), sample_rate)
@@ -70,8 +70,9 @@ def judge_batch(
 def judge_pairs(pairs: pa.Table, judges: Sequence[JudgeParams], sample_rate: int,
                 audio_root: Path, batch_size: int) -> pa.Table:  # fmt: skip
     settings = [j.model_dump() for j in judges]
-    return collect(map_table(pairs, judge_batch, batch_size=batch_size, judges=settings,
-                             sample_rate=sample_rate, audio_root=str(audio_root)))  # fmt: skip
+    return collect(map_table(pairs, judge_batch, batch_size=batch_size, jit_warmup=True,
+                             judges=settings, sample_rate=sample_rate,
+                             audio_root=str(audio_root)))  # fmt: skip
 
 
 def combine(margins: pa.Table) -> dict[str, dict[str, Any]]:

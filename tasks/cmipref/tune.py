@@ -14,7 +14,7 @@ from typing import Any
 
 from tasks.cmipref import rm_train
 from tasks.cmipref.train import LABELS, PAIRS, STAGE, TRUTH, loop_config, training_data
-from tasks.core import tracking
+from tasks.core import ray_runtime, tracking
 from tasks.core.errors import InputError
 from tasks.core.params import Params
 from tasks.core.paths import state_dir
@@ -67,12 +67,12 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
         finally:
             client.set_terminated(run_id)
 
-    tuner = tune.Tuner(
+    tuner = ray_runtime.tuner(
         tune.with_resources(driver, {"cpu": 0, "memory": 1}),  # the trainer's workers hold CPUs
+        name="rm-grid", storage=storage,
         param_space={"learning_rate": tune.grid_search(grid.learning_rate),
                      "modality_dropout": tune.grid_search(grid.modality_dropout)},
         tune_config=tune.TuneConfig(metric=METRIC, mode="max", max_concurrent_trials=1),
-        run_config=tune.RunConfig(name="rm-grid", storage_path=str(storage), verbose=0),
     )  # fmt: skip
     rows = []
     for result in tuner.fit():

@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from tasks.core.errors import UserError
+from tasks.core import jit_cache
+from tasks.core.errors import UserError, WorkerFailure
 from tasks.core.paths import repo_root
 from tasks.core.progress import configure_logging
 
@@ -120,6 +121,30 @@ def pipeline_status() -> None:
         return
     for name, reasons in stale.items():
         typer.echo(f"{name}: stale ({'; '.join(reasons) or 'changed'})")
+
+
+@app.command()
+def doctor(
+    clear_jit_cache: Annotated[
+        bool, typer.Option("--clear-jit-cache", help="Delete numba's compiled-function caches.")
+    ] = False,
+) -> None:
+    """Report what a crash can leave behind, and clear it.
+
+    numba's cache (librosa's compiled functions, used by the cmipref stages) lives in
+    .paperline/numba-cache/ ($NUMBA_CACHE_DIR overrides). A stage whose worker crashes while
+    loading it names this command; clearing it costs one recompile (a few seconds).
+    """
+    folder = jit_cache.use_project_cache()
+    stray = jit_cache.in_tree_caches()
+    if clear_jit_cache:
+        removed = jit_cache.clear(folder)
+        typer.echo(f"numba cache: removed {removed} files ({folder} and librosa's __pycache__)")
+        return
+    typer.echo(f"numba cache: {folder} ({len(jit_cache.cache_files(folder))} files)")
+    if stray:
+        typer.echo(f"numba cache files beside librosa's sources (unused): {len(stray)}")
+    typer.echo("clear both with `paperline doctor --clear-jit-cache`")
 
 
 @params_app.command("check")
@@ -359,11 +384,15 @@ DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 def main() -> None:
     configure_logging()
+    jit_cache.use_project_cache()  # before anything imports numba
     try:
         app()
     except UserError as error:
         typer.echo(str(error), err=True)
         sys.exit(2)
+    except WorkerFailure as failure:
+        typer.echo(str(failure), err=True)
+        sys.exit(1)
     except OSError as error:
         if error.errno not in DISK_FULL:
             raise

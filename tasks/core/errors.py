@@ -15,3 +15,9 @@ class InputError(UserError):
 
 class ServiceError(UserError):
     """A local service cannot be started, reached or stopped."""
+
+
+class WorkerFailure(Exception):
+    """Ray work that still failed after its retry budget (a worker died or raised): the CLI
+    prints it as one line naming the stage, the function, the cause and the worker's log,
+    exit 1. The worker's log holds the traceback."""

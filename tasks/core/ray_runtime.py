@@ -1,13 +1,32 @@
-"""One way to get Ray: join $RAY_ADDRESS when set, else start a quiet local instance."""
+"""One way to get Ray and to start work on it, with a bounded retry budget.
+
+`init_ray` joins $RAY_ADDRESS when set, else starts a quiet local instance (never whatever
+address file a past `ray start` left behind). Stage code starts Ray work only through the
+helpers here (`remote`, `map_table`, `tuner`) and `ray_train.fit_torch`: a worker that dies
+(a signal, the OOM killer, Ray's memory monitor) is retried `runtime.ray.max_retries` times,
+an exception is not retried, and what is still failing then ends the stage with one
+`WorkerFailure` line naming the function, the signal or exception and the worker's log.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable
+import re
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
+from tasks.core import jit_cache
+from tasks.core.errors import WorkerFailure
 from tasks.core.params import RayParams
+
+_budget = {"max_retries": RayParams().max_retries}  # set by init_ray from params
+
+
+def max_retries() -> int:
+    return _budget["max_retries"]
 
 
 def init_ray(params: RayParams) -> Any:
@@ -16,18 +35,27 @@ def init_ray(params: RayParams) -> Any:
 
     if ray.is_initialized():
         return ray.get_runtime_context()
+    _budget["max_retries"] = params.max_retries
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    # workers inherit the driver's environment; a cluster's workers get it from runtime_env
+    env_vars = {jit_cache.ENV: str(jit_cache.use_project_cache())}
     quiet = {"logging_level": logging.WARNING, "log_to_driver": True}
     if address := os.environ.get("RAY_ADDRESS"):
-        ray.init(address=address, **quiet)
+        ray.init(address=address, runtime_env={"env_vars": env_vars}, **quiet)
     else:
         memory = params.object_store_memory_mb
         ray.init(
+            address="local",
             num_cpus=params.num_cpus,
             object_store_memory=memory * 1024 * 1024 if memory else None,
             include_dashboard=False,
-            runtime_env={"worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs"},
+            # a task killed by the memory monitor otherwise retries without end
+            _system_config={"task_oom_retries": params.max_retries},
+            runtime_env={
+                "env_vars": env_vars,
+                "worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs",
+            },
             **quiet,
         )
     return ray.get_runtime_context()
@@ -47,41 +75,187 @@ def quiet_worker_logs() -> None:
     logging.getLogger("ray.train._internal.storage").setLevel(logging.WARNING)
 
 
+def remote(fn: Callable[..., Any], **options: Any) -> Any:
+    """`fn` as a Ray task within the retry budget: a dead worker is retried, an exception
+    is not (a second try would raise it again)."""
+    import ray
+
+    return ray.remote(max_retries=max_retries(), retry_exceptions=False, **options)(fn)
+
+
+def gather(refs: Sequence[Any], what: str, *, since: float, jit: bool = False) -> list[Any]:
+    """`ray.get(refs)` of tasks submitted at `since` (time.time()), a failure turned into
+    one WorkerFailure line about `what`."""
+    import ray
+
+    try:
+        return ray.get(list(refs))
+    except ray.exceptions.RayError as error:
+        raise worker_failure(error, what, since, jit=jit) from None
+
+
+def read_parquet_dataset(folder: Path, columns: list[str]) -> Any:
+    """A Ray dataset over a folder of Parquet files (Ray Train's streaming ingest), its read
+    tasks within the retry budget (Ray Data's default is to retry a dead reader forever)."""
+    import warnings
+
+    import ray.data
+
+    with warnings.catch_warnings():
+        # Ray 2.60 has no named parameter for a read task's retries; ray_remote_args is the
+        # only way and warns that it goes away in 2.64 (revisit when the pin moves)
+        warnings.filterwarnings("ignore", "`ray_remote_args` is deprecated")
+        return ray.data.read_parquet(
+            str(folder),
+            file_extensions=["parquet"],
+            columns=columns,
+            ray_remote_args={"max_retries": max_retries()},
+        )
+
+
 def map_table(
     table: Any,
     fn: Callable[..., Any],
     *,
     batch_size: int,
     num_workers: int | None = None,
+    jit_warmup: bool = False,
     **fn_kwargs: Any,
-) -> Any:
-    """Run `fn(batch: pa.Table, **fn_kwargs) -> pa.Table` over a table on Ray Data.
+) -> list[Any]:
+    """Run `fn(batch: pa.Table, **fn_kwargs) -> pa.Table` over a table as Ray tasks.
 
-    The table is cut into blocks of `batch_size` rows so the work spreads over the workers;
-    `num_workers` caps the Ray tasks in flight (None: as many as the CPUs allow). Returns the
-    materialized dataset; `collect` turns it back into one table.
+    The table is cut into blocks of `batch_size` rows; `num_workers` caps the tasks in
+    flight (None: as many as the CPUs allow). `jit_warmup` first runs `fn` on one row as a
+    single task, so numba-compiled code is compiled and cached by one process and the
+    workers that follow only read the cache. Returns the output blocks' object refs, in
+    order, all finished; `collect` turns them into one table.
     """
     import ray
 
+    what = getattr(fn, "__qualname__", repr(fn))
+    task = remote(fn)
+    shared = {key: ray.put(value) for key, value in fn_kwargs.items()}
+    started = time.time()
     if table.num_rows == 0:  # nothing to spread: run once for the output schema
-        return ray.data.from_arrow([fn(table, **fn_kwargs)]).materialize()
-    blocks = [table.slice(i, batch_size) for i in range(0, table.num_rows, batch_size)]
-    return (
-        ray.data.from_arrow(blocks)
-        .map_batches(
-            fn,
-            fn_kwargs=fn_kwargs,
-            batch_format="pyarrow",
-            batch_size=batch_size,
-            compute=ray.data.TaskPoolStrategy(size=num_workers),
-        )
-        .materialize()
+        ref = task.remote(table, **shared)
+        gather([ref], what, since=started, jit=jit_warmup)
+        return [ref]
+    if jit_warmup:
+        gather([task.remote(table.slice(0, 1), **shared)], what, since=started, jit=True)
+    refs: list[Any] = []
+    in_flight: list[Any] = []
+    for start in range(0, table.num_rows, batch_size):
+        if num_workers and len(in_flight) >= num_workers:
+            _, in_flight = ray.wait(in_flight, num_returns=1)
+        refs.append(task.remote(table.slice(start, batch_size), **shared))
+        in_flight.append(refs[-1])
+    gather(refs, what, since=started, jit=jit_warmup)
+    return refs
+
+
+def collect(refs: Sequence[Any]) -> Any:
+    """Output blocks of `map_table` as one pyarrow table (block order kept)."""
+    import pyarrow as pa
+
+    return pa.concat_tables(gather(refs, "collect", since=time.time()))
+
+
+def tuner(trainable: Any, *, name: str, storage: Path, restore: bool = False, **options: Any):
+    """A Ray Tune `Tuner` whose trials get the retry budget. `options`: param_space,
+    tune_config, and RunConfig's callbacks / checkpoint_config. With `restore`, continue
+    the experiment under storage/name (errored trials included)."""
+    from ray import tune
+
+    if restore:
+        return tune.Tuner.restore(str(storage / name), trainable, resume_errored=True)
+    run_keys = {"callbacks", "checkpoint_config"}
+    run_options = {k: v for k, v in options.items() if k in run_keys}
+    return tune.Tuner(
+        trainable,
+        **{k: v for k, v in options.items() if k not in run_keys},
+        run_config=tune.RunConfig(
+            name=name,
+            storage_path=str(storage),
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=max_retries()),
+            **run_options,
+        ),
     )
 
 
-def collect(dataset: Any) -> Any:
-    """A Ray dataset as one pyarrow table (block order kept)."""
-    import pyarrow as pa
+# faulthandler's names for the fatal signals a worker's stderr reports
+_SIGNALS = {
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Bus error": "SIGBUS",
+    "Floating point exception": "SIGFPE",
+    "Illegal instruction": "SIGILL",
+}
+_FATAL = re.compile(r"Fatal Python error: (\w[\w ]*)")
+_PID = re.compile(r"\bpid=(\d+)")
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+
+
+def worker_failure(
+    error: Exception, what: str, since: float, *, jit: bool = False, attempts: int | None = None
+) -> WorkerFailure:
+    """One line: the function, what killed it or what it raised, and the worker's log."""
     import ray
 
-    return pa.concat_tables(ray.get(dataset.to_arrow_refs()))
+    attempts = attempts or max_retries() + 1
+    logs = logs_dir()
+    cause = getattr(error, "cause", None)
+    log: Path | None = None
+    if isinstance(error, ray.exceptions.RayTaskError) and cause is not None:
+        message = str(cause).strip().splitlines()
+        detail = f"raised {type(cause).__name__}" + (f": {message[0]}" if message else "")
+        if frames := _FRAME.findall(str(error)):
+            detail += f" (at {frames[-1][0]}:{frames[-1][1]})"
+        pid = _PID.search(str(error))
+        log = _worker_log(logs, int(pid.group(1)) if pid else None)
+    elif isinstance(error, ray.exceptions.OutOfMemoryError):
+        detail = f"was killed by Ray's memory monitor (out of memory) in {attempts} attempts"
+    elif isinstance(error, ray.exceptions.WorkerCrashedError | ray.exceptions.ActorDiedError):
+        signal, log = _crash(logs, since)
+        how = signal or "a signal it could not report (e.g. SIGKILL by the OOM killer)"
+        detail = f"died with {how} in {attempts} attempts"
+    else:
+        lines = str(error).strip().splitlines()
+        detail = f"failed: {type(error).__name__}" + (f": {lines[0]}" if lines else "")
+    hint = ""
+    if jit:
+        cache = os.environ.get(jit_cache.ENV, jit_cache.project_cache())
+        hint = f"; if numba's cache is corrupt, `paperline doctor --clear-jit-cache` clears {cache}"
+    return WorkerFailure(f"{what} {detail}; worker log: {log or logs}{hint}")
+
+
+def logs_dir() -> Path | None:
+    """The running Ray session's log folder (worker-*.err hold the workers' stderr)."""
+    try:
+        import ray
+
+        node = ray._private.worker._global_node  # the local session; None when joined remotely
+        return Path(node.get_logs_dir_path()) if node else None
+    except Exception:  # a log path is a courtesy; never let it mask the failure itself
+        return None
+
+
+def _worker_log(logs: Path | None, pid: int | None) -> Path | None:
+    if logs is None or pid is None:
+        return None
+    found = sorted(logs.glob(f"worker-*-{pid}.err"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _crash(logs: Path | None, since: float) -> tuple[str | None, Path | None]:
+    """(signal name, log file) of the newest worker stderr since `since` that reports a
+    fatal signal; (None, None) when none does (SIGKILL leaves no trace there)."""
+    if logs is None:
+        return None, None
+    recent = [p for p in logs.glob("worker-*.err") if p.stat().st_mtime >= since - 1]
+    for path in sorted(recent, key=lambda p: p.stat().st_mtime, reverse=True):
+        match = _FATAL.search(path.read_text(encoding="utf-8", errors="replace"))
+        if match:
+            name = match.group(1).strip()
+            return _SIGNALS.get(name, name), path
+    return None, None

@@ -6,9 +6,13 @@ a re-run that finds a run under `storage` continues from its last checkpoint.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from tasks.core.errors import WorkerFailure
+from tasks.core.ray_runtime import worker_failure
 
 
 def start_worker(config: Mapping[str, Any]) -> tuple[int, int]:
@@ -59,7 +63,23 @@ def fit_torch(
         ),
         datasets=dict(datasets or {}),
     )  # fmt: skip
-    result = trainer.fit()
+    started = time.time()
+    try:
+        result = trainer.fit()
+    except ray.train.TrainingFailedError as error:
+        raise training_failure(error, what, max_failures, started) from None
     if result.checkpoint is None:
         raise RuntimeError(f"{what}: training ended without a checkpoint")
     return Path(result.checkpoint.path)
+
+
+def training_failure(error: Exception, what: str, restarts: int, since: float) -> WorkerFailure:
+    """One line for a training run that still failed after `restarts` worker-group restarts:
+    the first failed worker's signal or exception and its log."""
+    failures = getattr(error, "worker_failures", None) or {}
+    if failures:
+        rank, cause = min(failures.items())
+        what = f"{what} (rank {rank})"
+    else:  # the controller lost a worker it was polling
+        cause = getattr(error, "controller_failure", None) or error
+    return worker_failure(cause, what, since, attempts=restarts + 1)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.dvc_stages import paperline_name
-from tasks.core.errors import InputError, UserError
+from tasks.core.errors import InputError, UserError, WorkerFailure
 from tasks.core.io import commit_outputs
 from tasks.core.params import Params, load_params
 from tasks.core.paths import repo_root
@@ -75,7 +75,10 @@ def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
         init_ray(all_params.runtime.ray)
     started = time.perf_counter()
     extra = {"runtime": all_params.runtime} if stage.uses_runtime else {}
-    produced = stage.run(params, inputs, **extra)
+    try:
+        produced = stage.run(params, inputs, **extra)
+    except WorkerFailure as failure:
+        raise WorkerFailure(f"{stage.name}: {failure}") from None
     if set(produced) != set(stage.outputs):
         raise RuntimeError(
             f"{stage.name} returned {sorted(produced)}, declared {sorted(stage.outputs)}"

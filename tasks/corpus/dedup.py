@@ -1,6 +1,6 @@
-"""corpus.dedup: exact then near-duplicate removal, built from Ray Data steps.
+"""corpus.dedup: exact then near-duplicate removal, built from Ray tasks.
 
-signatures (Ray Data map_batches) → band buckets (one row per document and band) → group by
+signatures (Ray tasks over row blocks) → band buckets (one row per document and band) → group by
 bucket (a hash shuffle over Ray tasks emits candidate pairs) → connected duplicate clusters
 (union-find over the candidate pairs, on the driver) → keep the first document (by id) of
 each cluster.
@@ -8,6 +8,7 @@ each cluster.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import xxhash
 
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.ray_runtime import collect, map_table
+from tasks.core.ray_runtime import collect, gather, map_table, remote
 from tasks.core.stage import Stage
 from tasks.corpus import minhash
 from tasks.corpus.params import DedupParams
@@ -86,7 +87,7 @@ def pairs_in_partition(*parts: pa.Table) -> pa.Table:
     return pa.table({"left": pa.array(left, pa.int64()), "right": pa.array(right, pa.int64())})
 
 
-def candidate_pairs(signatures: Any, bands: int, rows: int) -> set[tuple[int, int]]:
+def candidate_pairs(signatures: list, bands: int, rows: int) -> set[tuple[int, int]]:
     """All (left < right) document pairs that share a bucket in some band.
 
     A hash shuffle over Ray tasks (map: bucket rows per partition; reduce: group by bucket),
@@ -95,14 +96,14 @@ def candidate_pairs(signatures: Any, bands: int, rows: int) -> set[tuple[int, in
     """
     import ray
 
-    blocks = signatures.to_arrow_refs()
+    started = time.time()
     partitions = max(2, int(ray.cluster_resources().get("CPU", 2)))
-    mapper = ray.remote(num_returns=partitions)(partition_buckets)
-    mapped = [mapper.remote(block, bands, rows, partitions) for block in blocks]
-    reducer = ray.remote(pairs_in_partition)
+    mapper = remote(partition_buckets, num_returns=partitions)
+    mapped = [mapper.remote(block, bands, rows, partitions) for block in signatures]
+    reducer = remote(pairs_in_partition)
     reduced = [reducer.remote(*[m[p] for m in mapped]) for p in range(partitions)]
     found: set[tuple[int, int]] = set()
-    for table in ray.get(reduced):
+    for table in gather(reduced, "corpus.dedup band shuffle", since=started):
         found.update(zip(table.column("left").to_pylist(), table.column("right").to_pylist(),
                          strict=True))  # fmt: skip
     return found
@@ -125,8 +126,8 @@ def clusters(n: int, pairs: set[tuple[int, int]]) -> np.ndarray:
     return np.array([root(i) for i in range(n)])
 
 
-def compute_signatures(docs: pa.Table, params: DedupParams) -> tuple[Any, pa.Table]:
-    """(materialized Ray dataset, the same as one table ordered by `doc`) of signatures."""
+def compute_signatures(docs: pa.Table, params: DedupParams) -> tuple[list, pa.Table]:
+    """(signature blocks as Ray object refs, the same as one table ordered by `doc`)."""
     indexed = docs.select(["text", "script"]).append_column(
         "doc", pa.array(range(docs.num_rows), pa.int64())
     )

@@ -1,4 +1,4 @@
-"""corpus.filter: normalize, check language and script, drop low-quality documents (Ray Data).
+"""corpus.filter: normalize, check language and script, drop low-quality documents (Ray tasks).
 
 Every document either comes out in `filtered.parquet` (normalized text, word count, where
 its language label came from) or in `dropped.parquet` with the filter that dropped it. Bad
@@ -101,7 +101,7 @@ def check_document(row: Mapping[str, Any], params: FilterParams) -> dict[str, An
 
 
 def filter_batch(batch: pa.Table, params: FilterParams) -> pa.Table:
-    """Ray Data map_batches function: every row with its verdict columns."""
+    """One Ray task (map_table): every row with its verdict columns."""
     verdicts = [check_document(row, params) for row in batch.to_pylist()]
     return pa.Table.from_pylist(verdicts, schema=VERDICT_SCHEMA)
 
@@ -117,7 +117,7 @@ def _split(verdicts: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 
 def filter_documents(docs: pa.Table, params: FilterParams) -> tuple[pa.Table, pa.Table]:
-    """(kept, dropped) for a documents table, computed on Ray Data."""
+    """(kept, dropped) for a documents table, computed in Ray tasks."""
     verdicts = map_table(docs, filter_batch, batch_size=params.batch_size,
                          num_workers=params.num_workers, params=params)  # fmt: skip
     return _split(collect(verdicts))

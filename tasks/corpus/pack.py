@@ -1,6 +1,6 @@
 """corpus.pack: per phase, sample by the schedule, tokenize, pack into fixed-length shards.
 
-Documents are tokenized once on Ray Data. For each phase, language l receives p(l)·budget
+Documents are tokenized once in Ray tasks. For each phase, language l receives p(l)·budget
 tokens (documents reused across epochs when it runs out, see `sampling`); the picked
 documents, each followed by [SEP], are concatenated and cut into sequences of
 `sequence_length` tokens that start with [CLS] (the last one padded with [PAD]). Shards go
@@ -40,7 +40,7 @@ HELDOUT_SCHEMA = pa.schema([("lang", pa.string()), ("input_ids", pa.list_(pa.int
 
 
 def tokenize_batch(batch: pa.Table, tokenizer_json: str) -> pa.Table:
-    """Ray Data map_batches function: token ids of each text, no special tokens."""
+    """One Ray task (map_table): token ids of each text, no special tokens."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_str(tokenizer_json)

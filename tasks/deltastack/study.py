@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.core import tracking
+from tasks.core import ray_runtime, tracking
 from tasks.core.io import Folder
 from tasks.core.params import RuntimeParams
 from tasks.core.paths import state_dir
@@ -67,27 +67,22 @@ def run_grid(params: DeltaStackParams, runtime: RuntimeParams, parent_run: str) 
     gpus = params.study.gpus_per_trial if ray.cluster_resources().get("GPU", 0) else 0
     resources = {"cpu": params.study.cpus_per_trial, "gpu": gpus}
     function = tune.with_resources(tune.with_parameters(trainable, params=section), resources)
-    experiment = folder / "study"
-    if resuming and tune.Tuner.can_restore(str(experiment)):
-        log.info("deltastack.study: resuming the grid from %s", experiment)
-        tuner = tune.Tuner.restore(str(experiment), function, resume_errored=True)
-    else:
-        tuner = tune.Tuner(
-            function,
-            param_space={"task": tune.grid_search(params.tasks),
-                         "model": tune.grid_search(params.models),
-                         "seed": tune.grid_search(params.budget.seeds)},
-            tune_config=tune.TuneConfig(max_concurrent_trials=params.study.max_concurrent_trials),
-            run_config=tune.RunConfig(
-                name="study", storage_path=str(folder), verbose=0,
-                checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-                callbacks=[MLflowLoggerCallback(
-                    tracking_uri=tracking.tracking_uri(runtime.mlflow),
-                    experiment_name=params.experiment,
-                    tags={"mlflow.parentRunId": parent_run, "preset": params.preset},
-                )],
-            ),
-        )  # fmt: skip
+    restore = resuming and tune.Tuner.can_restore(str(folder / "study"))
+    if restore:
+        log.info("deltastack.study: resuming the grid from %s", folder / "study")
+    tuner = ray_runtime.tuner(
+        function, name="study", storage=folder, restore=restore,
+        param_space={"task": tune.grid_search(params.tasks),
+                     "model": tune.grid_search(params.models),
+                     "seed": tune.grid_search(params.budget.seeds)},
+        tune_config=tune.TuneConfig(max_concurrent_trials=params.study.max_concurrent_trials),
+        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
+        callbacks=[MLflowLoggerCallback(
+            tracking_uri=tracking.tracking_uri(runtime.mlflow),
+            experiment_name=params.experiment,
+            tags={"mlflow.parentRunId": parent_run, "preset": params.preset},
+        )],
+    )  # fmt: skip
     grid = tuner.fit()
     rows = []
     for result in grid:

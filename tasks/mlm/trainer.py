@@ -16,6 +16,7 @@ from typing import Any
 from tasks.core.errors import InputError
 from tasks.core.io import read_json
 from tasks.core.paths import state_dir
+from tasks.core.ray_runtime import read_parquet_dataset
 from tasks.core.ray_train import fit_torch
 from tasks.mlm.params import MlmParams
 
@@ -105,7 +106,7 @@ def read_shards(folder: Path) -> Any:
     data_context = ray.data.DataContext.get_current()
     data_context.execution_options.preserve_order = True  # batches in file order: resumable
     data_context.enable_progress_bars = False  # the training loop logs its own progress
-    return ray.data.read_parquet(str(folder), file_extensions=["parquet"], columns=["input_ids"])
+    return read_parquet_dataset(folder, ["input_ids"])
 
 
 def fit(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.core import tracking
+from tasks.core import ray_runtime, tracking
 from tasks.core.errors import InputError
 from tasks.core.params import Params
 from tasks.core.paths import state_dir
@@ -76,10 +76,11 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
         finally:
             client.set_terminated(run_id)
 
-    tuner = tune.Tuner(
+    tuner = ray_runtime.tuner(
         # A trial only drives its TorchTrainer, whose workers hold the CPUs; Tune refuses an
         # empty request, so the driver asks for one byte of memory and no CPU.
         tune.with_resources(driver, {"cpu": 0, "memory": 1}),
+        name="pretrain-asha", storage=storage,
         param_space={
             "learning_rate": tune.grid_search(space.learning_rates),
             "warmup_steps": tune.grid_search(space.warmup_steps),
@@ -90,8 +91,6 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
                                     grace_period=space.grace_period,
                                     reduction_factor=space.reduction_factor),
         ),
-        run_config=tune.RunConfig(name="pretrain-asha", storage_path=str(storage),
-                                  verbose=0),
     )  # fmt: skip
     results = tuner.fit()
     rows = []
