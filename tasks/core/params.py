@@ -28,7 +28,9 @@ class RayParams(StrictModel):
     num_cpus: int | None = Field(default=None, ge=1, description="local Ray CPUs; null = all")
     object_store_memory_mb: int | None = Field(default=None, ge=75)
     max_retries: int = Field(
-        default=2, ge=0, le=10,
+        default=2,
+        ge=0,
+        le=10,
         description="retries of a Ray task or Tune trial whose worker died; then the stage fails",
     )
 

@@ -72,7 +72,8 @@ def squares(flag: Path, fault: str) -> pa.Table:
         ("segfault", r"faulty died with SIGSEGV in \d attempts; worker log: \S+/worker-\S+\.err"),
         (
             "kill",
-            r"faulty died with a signal it could not report \(e\.g\. SIGKILL by the OOM killer\) in \d attempts",
+            r"faulty died with a signal it could not report \(e\.g\. SIGKILL by the OOM "
+            r"killer\) in \d attempts",
         ),
         ("raise", r"faulty raised ValueError: row 5 is cursed \(at \S+test_ray_failures\.py:\d+\)"),
         ("memory", r"faulty raised MemoryError"),
