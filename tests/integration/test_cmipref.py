@@ -161,3 +161,34 @@ def test_tune_cmipref_runs_its_grid_and_logs_each_trial(reproduced, tmp_path):
     experiment = mlflow.get_experiment_by_name("paperline-cmi-rm-tune")
     runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
     assert len(runs) == 3  # the grid's parent run and one run per trial
+
+
+def test_a_corrupt_jit_cache_fails_the_label_stage_fast_and_doctor_recovers(repo_copy):
+    """librosa's numba functions load from the project's cache folder; garbage there ends
+    cmipref.label within a minute with one line naming the cache, `paperline doctor
+    --clear-jit-cache` clears it, and the rerun labels exactly as before."""
+    import time
+
+    cache = repo_copy / ".paperline" / "numba-cache"
+    labels = repo_copy / "data/processed/cmipref/pseudo_labels.parquet"
+    for stage in ("cmipref.generate", "cmipref.label"):
+        done = run_cli("stage", stage, cwd=repo_copy)
+        assert done.returncode == 0, done.stderr[-3000:]
+    clean = labels.read_bytes()
+    compiled = list(cache.rglob("*.nbc"))
+    assert compiled, "librosa's compiled functions should be cached in .paperline/numba-cache"
+    for path in compiled:
+        path.write_bytes(b"\x80\x05garbage, not a pickle")
+    started = time.monotonic()
+    done = run_cli("stage", "cmipref.label", cwd=repo_copy)
+    elapsed = time.monotonic() - started
+    if done.returncode != 0:
+        assert elapsed < 60, elapsed
+        line = done.stderr.strip().splitlines()[-1]
+        assert line.startswith("cmipref.label: judge_batch "), line
+        assert "paperline doctor --clear-jit-cache" in line and str(cache) in line, line
+    cleared = run_cli("doctor", "--clear-jit-cache", cwd=repo_copy)
+    assert cleared.returncode == 0 and not cache.exists(), cleared.stderr
+    done = run_cli("stage", "cmipref.label", cwd=repo_copy)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert labels.read_bytes() == clean
