@@ -50,8 +50,11 @@ def main() -> None:
     started = time.perf_counter()
     measures = {f"{m}.{','.join(map(str, DEFAULT_K))}" for m in MEASURES}
     per_query = pytrec_eval.RelevanceEvaluator(judged, measures).evaluate(run)
-    reference = {f"{ours_key}_{k}": float(np.mean([v[f"{m}_{k}"] for v in per_query.values()]))
-                 for m, ours_key in MEASURES.items() for k in DEFAULT_K}  # fmt: skip
+    reference = {
+        f"{ours_key}_{k}": float(np.mean([v[f"{m}_{k}"] for v in per_query.values()]))
+        for m, ours_key in MEASURES.items()
+        for k in DEFAULT_K
+    }
     reference_seconds = time.perf_counter() - started
     worst = max(abs(ours[key] - value) for key, value in reference.items())
     assert worst <= 1e-6, f"disagreement {worst}"

@@ -343,8 +343,10 @@ def measure(
 def print_report(measurements: list[Measurement], docs: int, mb: float) -> None:
     print(f"{'system':<34}{'docs':>9}{'MB':>8}{'seconds':>10}{'docs/s':>10}{'MB/s':>8}")
     for m in measurements:
-        print(f"{m.system:<34}{docs:>9}{mb:>8.1f}{m.seconds:>10.2f}"
-              f"{docs / m.seconds:>10.0f}{mb / m.seconds:>8.2f}")  # fmt: skip
+        print(
+            f"{m.system:<34}{docs:>9}{mb:>8.1f}{m.seconds:>10.2f}"
+            f"{docs / m.seconds:>10.0f}{mb / m.seconds:>8.2f}"
+        )
     print()
     print(f"{'kept documents':<34}{'after filter':>14}{'after dedup':>14}")
     for m in measurements:
@@ -374,13 +376,25 @@ def main() -> None:
         shards = scratch / "input"
         write_shards(corpus, shards, DATATROVE_TASKS)
         measurements = [
-            measure("paperline (2 Ray workers)",
-                    lambda work: run_paperline(shards, work, 2), scratch, args.repeats),
-            measure("paperline (1 Ray worker)",
-                    lambda work: run_paperline(shards, work, 1), scratch, args.repeats),
-            measure(f"datatrove ({DATATROVE_TASKS} workers)",
-                    lambda work: run_datatrove(shards, work), scratch, args.repeats),
-        ]  # fmt: skip
+            measure(
+                "paperline (2 Ray workers)",
+                lambda work: run_paperline(shards, work, 2),
+                scratch,
+                args.repeats,
+            ),
+            measure(
+                "paperline (1 Ray worker)",
+                lambda work: run_paperline(shards, work, 1),
+                scratch,
+                args.repeats,
+            ),
+            measure(
+                f"datatrove ({DATATROVE_TASKS} workers)",
+                lambda work: run_datatrove(shards, work),
+                scratch,
+                args.repeats,
+            ),
+        ]
     print()
     print_report(measurements, docs, mb)
 

@@ -33,8 +33,9 @@ class PlainSpider(scrapy.Spider):
 
     async def start(self):
         for url in self.urls:
-            yield scrapy.Request(url, meta={"proxy": self.proxy}, dont_filter=True,
-                                 errback=lambda failure: None)  # fmt: skip
+            yield scrapy.Request(
+                url, meta={"proxy": self.proxy}, dont_filter=True, errback=lambda failure: None
+            )
 
     def parse(self, response):
         self.sizes.append(len(response.body))
@@ -93,10 +94,11 @@ def main() -> None:
     log, ours, sizes, plain = results["hostile"]
     biggest = max((len(b) for b in log.html.values()), default=0)
     print(f"part 2: {len(hostile)} hostile hosts")
-    print(f"project : {ours:.2f} s, largest body kept {biggest:,} B; "
-          f"{dict(log.outcomes())}")  # fmt: skip
-    print(f"defaults: {plain:.2f} s, largest body accepted {max(sizes, default=0):,} B; "
-          f"{len(sizes)} responses")  # fmt: skip
+    print(f"project : {ours:.2f} s, largest body kept {biggest:,} B; {dict(log.outcomes())}")
+    print(
+        f"defaults: {plain:.2f} s, largest body accepted {max(sizes, default=0):,} B; "
+        f"{len(sizes)} responses"
+    )
 
 
 if __name__ == "__main__":

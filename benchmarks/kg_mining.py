@@ -73,15 +73,19 @@ def main() -> None:
             results[name] = (min(times), client.stats.round_trips, mined)
     assert results["naive"][2] == results["batched"][2], "the two miners disagree"
     scale = 1000 / len(pairs)
-    print(f"pairs: {len(pairs)}, paths: {sum(len(v) for v in results['batched'][2].values())}, "
-          f"best of {args.repeats}; batched: {params.kg.sparql.pairs_per_query} pairs/query, "
-          f"{params.kg.sparql.concurrency} in flight")  # fmt: skip
+    print(
+        f"pairs: {len(pairs)}, paths: {sum(len(v) for v in results['batched'][2].values())}, "
+        f"best of {args.repeats}; batched: {params.kg.sparql.pairs_per_query} pairs/query, "
+        f"{params.kg.sparql.concurrency} in flight"
+    )
     print(f"{'miner':<10}{'round trips / 1k pairs':>24}{'seconds / 1k pairs':>20}")
     for name, (seconds, trips, _) in results.items():
         print(f"{name:<10}{trips * scale:>24.0f}{seconds * scale:>20.2f}")
     (naive_s, naive_trips, _), (batch_s, batch_trips, _) = results["naive"], results["batched"]
-    print(f"ratio naive/batched: round trips {naive_trips / batch_trips:.0f}x, "
-          f"wall time {naive_s / batch_s:.1f}x")  # fmt: skip
+    print(
+        f"ratio naive/batched: round trips {naive_trips / batch_trips:.0f}x, "
+        f"wall time {naive_s / batch_s:.1f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -36,17 +36,26 @@ LOG_EVERY = 5
 def mlm_params(steps: int, workers: int, batch: int, threads: int):
     from tasks.mlm.params import MlmParams
 
-    return MlmParams.model_validate({
-        "training": {
-            "batch_size": batch, "log_every": LOG_EVERY, "checkpoint_every": 10 * steps,
-            "scaling": {"num_workers": workers, "cpus_per_worker": 1, "torch_threads": threads},
-        },
-        "phases": {
-            "pretrain": {"learning_rate": 2e-3, "warmup_steps": 10, "max_steps": steps,
-                         "epochs": 100},
-            "mid": {"learning_rate": 1e-3}, "decay": {"learning_rate": 1e-3},
-        },
-    })  # fmt: skip
+    return MlmParams.model_validate(
+        {
+            "training": {
+                "batch_size": batch,
+                "log_every": LOG_EVERY,
+                "checkpoint_every": 10 * steps,
+                "scaling": {"num_workers": workers, "cpus_per_worker": 1, "torch_threads": threads},
+            },
+            "phases": {
+                "pretrain": {
+                    "learning_rate": 2e-3,
+                    "warmup_steps": 10,
+                    "max_steps": steps,
+                    "epochs": 100,
+                },
+                "mid": {"learning_rate": 1e-3},
+                "decay": {"learning_rate": 1e-3},
+            },
+        }
+    )
 
 
 def plain_loop(steps: int, threads: int) -> float:
@@ -63,13 +72,14 @@ def plain_loop(steps: int, threads: int) -> float:
     torch.manual_seed(0)
     tokenizer = load_tokenizer(TOKENIZER)
     model = build_model("tiny", tokenizer)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.95),
-                                  weight_decay=8e-5)  # fmt: skip
-    schedule = phase_schedule(optimizer, steps, {"schedule": "stable", "warmup_steps": 10,
-                                                 "min_lr_ratio": 0.0})  # fmt: skip
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, betas=(0.9, 0.95), weight_decay=8e-5)
+    schedule = phase_schedule(
+        optimizer, steps, {"schedule": "stable", "warmup_steps": 10, "min_lr_ratio": 0.0}
+    )
     files = sorted(SHARDS.glob("*.parquet"))
-    rows = np.concatenate([np.stack(pq.read_table(f).column("input_ids").to_numpy(False))
-                           for f in files])  # fmt: skip
+    rows = np.concatenate(
+        [np.stack(pq.read_table(f).column("input_ids").to_numpy(False)) for f in files]
+    )
     masker = Masker(tokenizer, 0.3, 0)
     batch_size = 32
     per_epoch = len(rows) // batch_size
@@ -99,8 +109,15 @@ def ray_train(steps: int, workers: int, threads: int, storage: Path) -> float:
 
     params = mlm_params(steps, workers, 32 // workers, threads)
     plan = trainer.plan_phase("pretrain", params, SHARDS)
-    config = trainer.loop_config(plan, params, tokenizer=TOKENIZER, init_from=None,
-                                 step_offset=0, tracking_uri="", run_id=None)  # fmt: skip
+    config = trainer.loop_config(
+        plan,
+        params,
+        tokenizer=TOKENIZER,
+        init_from=None,
+        step_offset=0,
+        tracking_uri="",
+        run_id=None,
+    )
     folder = storage / f"workers-{workers}"
     prepare_scratch(folder, f"bench-{time.time()}")
     checkpoint = trainer.fit(config, plan, params, folder)
@@ -133,8 +150,10 @@ def main() -> None:
             results["ray-1"].append(ray_train(args.steps, 1, 2, Path(storage)))
             results["ray-2"].append(ray_train(args.steps, 2, 1, Path(storage)))
     median = {name: statistics.median(values) for name, values in results.items()}
-    print(f"steps={args.steps} (first {WARMUP_STEPS} not timed), batch 32, tiny preset, "
-          f"repeats={args.repeats}")  # fmt: skip
+    print(
+        f"steps={args.steps} (first {WARMUP_STEPS} not timed), batch 32, tiny preset, "
+        f"repeats={args.repeats}"
+    )
     for name, rate in median.items():
         print(f"{name:>6}: {rate:9.0f} tokens/s")
     print(f"(b)/(a) ray-1 / plain = {median['ray-1'] / median['plain']:.2f}")

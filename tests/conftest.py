@@ -27,20 +27,64 @@ os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
 # A small embedded default for pipeline tests: 24 translations over 10 scripts, small budgets.
 SMALL_UDHR = (
-    "arb", "ben", "bod", "cmn_hant", "deu_1996", "ell_polytonic", "eng", "fra", "heb", "hin",
-    "jpn", "kor", "por_BR", "por_PT", "rus", "spa", "srp_cyrl", "srp_latn", "swe", "tha",
-    "tur", "ukr", "vie", "zul",
-)  # fmt: skip
+    "arb",
+    "ben",
+    "bod",
+    "cmn_hant",
+    "deu_1996",
+    "ell_polytonic",
+    "eng",
+    "fra",
+    "heb",
+    "hin",
+    "jpn",
+    "kor",
+    "por_BR",
+    "por_PT",
+    "rus",
+    "spa",
+    "srp_cyrl",
+    "srp_latn",
+    "swe",
+    "tha",
+    "tur",
+    "ukr",
+    "vie",
+    "zul",
+)
 SMALL_PARAMS = {
     "corpus": {
-        "schedule": {"phases": [
-            {"name": "pretrain", "languages": 5, "temperature": 0.7, "token_budget": 20000,
-             "mask_ratio": 0.3, "sequence_length": 64, "reference_column": "pretrain"},
-            {"name": "mid", "languages": 12, "temperature": 0.5, "token_budget": 10000,
-             "mask_ratio": 0.15, "sequence_length": 128, "reference_column": "ext"},
-            {"name": "decay", "languages": "all", "temperature": 0.3, "token_budget": 5000,
-             "mask_ratio": 0.05, "sequence_length": 128, "reference_column": "decay-all"},
-        ]},
+        "schedule": {
+            "phases": [
+                {
+                    "name": "pretrain",
+                    "languages": 5,
+                    "temperature": 0.7,
+                    "token_budget": 20000,
+                    "mask_ratio": 0.3,
+                    "sequence_length": 64,
+                    "reference_column": "pretrain",
+                },
+                {
+                    "name": "mid",
+                    "languages": 12,
+                    "temperature": 0.5,
+                    "token_budget": 10000,
+                    "mask_ratio": 0.15,
+                    "sequence_length": 128,
+                    "reference_column": "ext",
+                },
+                {
+                    "name": "decay",
+                    "languages": "all",
+                    "temperature": 0.3,
+                    "token_budget": 5000,
+                    "mask_ratio": 0.05,
+                    "sequence_length": 128,
+                    "reference_column": "decay-all",
+                },
+            ]
+        },
         "tokenizer": {"vocab_size": 1000, "training_chars": 200000},
         "pack": {"shard_sequences": 64},
     },
@@ -48,29 +92,55 @@ SMALL_PARAMS = {
         "training": {"batch_size": 16, "checkpoint_every": 5, "log_every": 2},
         "eval": {"batch_size": 16},
     },
-    "kg": {"qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
-           "examples": {"languages_per_path": 1}, "detector": {"epochs": 1, "batch_size": 32},
-           "eval": {"max_items": 40}},
-    "scam": {"poison": {"rates": [0.0, 0.2], "steps": 30, "log_every": 15, "max_prompts": 12,
-                        "max_new_tokens": 48, "model": {"vocab_size": 500}}},
-    "deltastack": {"tasks": ["parity", "dyck"], "models": ["deltastack", "deltanet"],
-                   "lengths": {"test_buckets": [60, 80, 100]},
-                   "budgets": {"tiny": {"steps": 6, "eval_every": 3, "eval_examples": 8}}},
-    "aoeb": {"assemble": {
-                 "code": {"max_train_queries": 60, "max_test_queries": 40, "max_documents": 150},
-                 "reasoning": {"max_train_queries": 40, "max_test_queries": 40,
-                               "max_documents": 150},
-                 "memory": {"histories": 20},
-                 "multimodal": {"train_images": 64, "test_images": 32}},
-             "finetune": {"steps": 12, "checkpoint_every": 6, "batch_size": 16,
-                          "image_epochs": 2}},
-    "cmipref": {"generate": {"prompts": 16, "candidates": 4, "test_prompts": 4,
-                             "finetune_prompts": 6, "pairs_per_prompt": 4},
-                "train": {"pretrain_steps": 20, "finetune_steps": 10, "checkpoint_every": 10,
-                          "batch_size": 8, "sweep": {"learning_rate": [0.001, 0.003],
-                                                     "modality_dropout": [0.2], "steps": 6}}},
+    "kg": {
+        "qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
+        "examples": {"languages_per_path": 1},
+        "detector": {"epochs": 1, "batch_size": 32},
+        "eval": {"max_items": 40},
+    },
+    "scam": {
+        "poison": {
+            "rates": [0.0, 0.2],
+            "steps": 30,
+            "log_every": 15,
+            "max_prompts": 12,
+            "max_new_tokens": 48,
+            "model": {"vocab_size": 500},
+        }
+    },
+    "deltastack": {
+        "tasks": ["parity", "dyck"],
+        "models": ["deltastack", "deltanet"],
+        "lengths": {"test_buckets": [60, 80, 100]},
+        "budgets": {"tiny": {"steps": 6, "eval_every": 3, "eval_examples": 8}},
+    },
+    "aoeb": {
+        "assemble": {
+            "code": {"max_train_queries": 60, "max_test_queries": 40, "max_documents": 150},
+            "reasoning": {"max_train_queries": 40, "max_test_queries": 40, "max_documents": 150},
+            "memory": {"histories": 20},
+            "multimodal": {"train_images": 64, "test_images": 32},
+        },
+        "finetune": {"steps": 12, "checkpoint_every": 6, "batch_size": 16, "image_epochs": 2},
+    },
+    "cmipref": {
+        "generate": {
+            "prompts": 16,
+            "candidates": 4,
+            "test_prompts": 4,
+            "finetune_prompts": 6,
+            "pairs_per_prompt": 4,
+        },
+        "train": {
+            "pretrain_steps": 20,
+            "finetune_steps": 10,
+            "checkpoint_every": 10,
+            "batch_size": 8,
+            "sweep": {"learning_rate": [0.001, 0.003], "modality_dropout": [0.2], "steps": 6},
+        },
+    },
     "runtime": {"ray": {"num_cpus": 2}},
-}  # fmt: skip
+}
 
 
 def merge(base: dict, overrides: dict) -> dict:
@@ -128,8 +198,9 @@ def git_commit_all(root: Path, message: str) -> str:
     """Commit every file of `root` (a copy's throwaway identity); the new commit's sha."""
     identity = ["-c", "user.name=paperline tests", "-c", "user.email=tests@paperline.invalid"]
     subprocess.run(["git", "add", "-A"], cwd=root, check=True)
-    subprocess.run(["git", *identity, "commit", "-q", "--no-verify", "-m", message],
-                   cwd=root, check=True)  # fmt: skip
+    subprocess.run(
+        ["git", *identity, "commit", "-q", "--no-verify", "-m", message], cwd=root, check=True
+    )
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True)
     return head.stdout.strip()
 
@@ -221,11 +292,21 @@ class StandIn(http.server.BaseHTTPRequestHandler):
 
     def reply_chat(self, model: str, content: str) -> None:
         """An OpenAI-compatible chat.completion answer."""
-        self.reply({
-            "id": "x", "object": "chat.completion", "created": 0, "model": model,
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-        })  # fmt: skip
+        self.reply(
+            {
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": content},
+                    }
+                ],
+            }
+        )
 
     def log_message(self, *args) -> None:
         pass

@@ -34,11 +34,12 @@ log = get_logger("paperline.aoeb.assemble")
 def task_summary(task: RetrievalTask) -> dict[str, Any]:
     declaration = task.declaration
     return {
-        "capability": declaration.capability, "modality": declaration.modality,
+        "capability": declaration.capability,
+        "modality": declaration.modality,
         "documents": len(task.corpus),
         "queries": {split: len(judged) for split, judged in task.qrels.items()},
         "candidate_pools": len({tuple(p) for p in task.candidates.values()}),
-    }  # fmt: skip
+    }
 
 
 def run(params: AoebParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
@@ -51,9 +52,13 @@ def run(params: AoebParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
         multimodal_task(settings.multimodal),
     ]
     for hub in settings.hub:
-        declaration = TaskDeclaration(name=hub.name, capability=hub.capability,
-                                      source=f"hf:{hub.dataset}", splits=("test",),
-                                      query_instruction=hub.query_instruction)  # fmt: skip
+        declaration = TaskDeclaration(
+            name=hub.name,
+            capability=hub.capability,
+            source=f"hf:{hub.dataset}",
+            splits=("test",),
+            query_instruction=hub.query_instruction,
+        )
         tasks.append(load_hub_task(declaration, hub.dataset, hub.revision, subset=hub.subset))
     folder: dict[str, Any] = {}
     summary = {}
@@ -61,8 +66,12 @@ def run(params: AoebParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
         name = task.declaration.name
         folder |= {f"{name}/{path}": data for path, data in task_files(task).items()}
         summary[name] = task_summary(task)
-        log.info("aoeb.assemble: %s: %d documents, queries %s", name, len(task.corpus),
-                 summary[name]["queries"])  # fmt: skip
+        log.info(
+            "aoeb.assemble: %s: %d documents, queries %s",
+            name,
+            len(task.corpus),
+            summary[name]["queries"],
+        )
     return {"tasks": Folder(folder), "summary": {"tasks": summary}}
 
 

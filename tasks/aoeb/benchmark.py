@@ -22,6 +22,7 @@ from typing import Any, Literal
 from tasks.aoeb.trec import read_qrels
 from tasks.core.errors import InputError
 from tasks.core.io import Folder
+from tasks.core.text_encoders import query_text
 
 Capability = Literal["tool", "code", "reasoning", "memory", "multimodal"]
 Modality = Literal["text", "text-to-image"]
@@ -56,11 +57,6 @@ class RetrievalTask:
         return {qid: text for qid, text in self.queries.items() if qid in judged}
 
 
-def query_text(instruction: str, query: str) -> str:
-    """A query as instruction-taking encoders see it (E5/GTE style: `Instruct: ...`)."""
-    return f"Instruct: {instruction}\nQuery: {query}" if instruction else query
-
-
 def document_text(document: Mapping[str, str]) -> str:
     """A corpus row as text encoders see it: title, then text."""
     return "\n".join(part for part in (document.get("title"), document.get("text")) if part)
@@ -76,8 +72,12 @@ def training_pairs(tasks: Iterable[RetrievalTask]) -> list[tuple[str, str]]:
         for qid, judged in sorted(task.qrels["train"].items()):
             for doc_id, score in sorted(judged.items()):
                 if score > 0 and doc_id in task.corpus and qid in task.queries:
-                    pairs.append((query_text(instruction, task.queries[qid]),
-                                  document_text(task.corpus[doc_id])))  # fmt: skip
+                    pairs.append(
+                        (
+                            query_text(instruction, task.queries[qid]),
+                            document_text(task.corpus[doc_id]),
+                        )
+                    )
     return pairs
 
 
@@ -94,8 +94,9 @@ def task_files(task: RetrievalTask) -> Folder:
     }
     for split, judged in task.qrels.items():
         lines = ["query-id\tcorpus-id\tscore"]
-        lines += [f"{qid}\t{doc}\t{score}" for qid, docs in judged.items()
-                  for doc, score in docs.items()]  # fmt: skip
+        lines += [
+            f"{qid}\t{doc}\t{score}" for qid, docs in judged.items() for doc, score in docs.items()
+        ]
         files[f"qrels/{split}.tsv"] = "\n".join(lines) + "\n"
     files |= task.assets
     if task.candidates:

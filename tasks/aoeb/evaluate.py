@@ -21,7 +21,7 @@ from statistics import fmean
 from typing import Any
 
 from tasks.aoeb.benchmark import RetrievalTask, read_tasks
-from tasks.aoeb.encoders import UnsupportedTask, make_encoder, model_folder, search
+from tasks.aoeb.encoders import UnsupportedTask, make_encoder, search
 from tasks.aoeb.metrics import retrieval_scores
 from tasks.aoeb.params import AoebParams
 from tasks.aoeb.trec import run_text
@@ -31,6 +31,7 @@ from tasks.core.params import RuntimeParams
 from tasks.core.paths import state_dir
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage
+from tasks.core.text_encoders import model_folder
 
 log = get_logger("paperline.aoeb.evaluate")
 TASKS, TOKENIZER = "data/processed/aoeb/tasks", "models/tokenizer"
@@ -57,17 +58,28 @@ def mteb_result(task: RetrievalTask, encoder: str, scores: dict[str, float]) -> 
     """MTEB's TaskResult layout (no timings: the file must not change on a re-run)."""
     declaration = task.declaration
     return {
-        "task_name": declaration.name, "model_name": encoder,
-        "capability": declaration.capability, "modality": declaration.modality,
-        "scores": {"test": [{**{k: round(v, 6) for k, v in scores.items()},
-                             "hf_subset": "default", "languages": ["eng-Latn"]}]},
-    }  # fmt: skip
+        "task_name": declaration.name,
+        "model_name": encoder,
+        "capability": declaration.capability,
+        "modality": declaration.modality,
+        "scores": {
+            "test": [
+                {
+                    **{k: round(v, 6) for k, v in scores.items()},
+                    "hf_subset": "default",
+                    "languages": ["eng-Latn"],
+                }
+            ]
+        },
+    }
 
 
 def leaderboard(
-    results: dict[str, dict[str, float]], skipped: dict[str, dict[str, str]],
-    tasks: list[RetrievalTask], params: AoebParams,
-) -> dict[str, Any]:  # fmt: skip
+    results: dict[str, dict[str, float]],
+    skipped: dict[str, dict[str, str]],
+    tasks: list[RetrievalTask],
+    params: AoebParams,
+) -> dict[str, Any]:
     """Per encoder: nDCG@10 by task and capability, its mean over the tasks it ran and over
     the text tasks every text encoder runs; the fine-tune against its base."""
     capability = {t.declaration.name: t.declaration.capability for t in tasks}
@@ -84,36 +96,47 @@ def leaderboard(
             "mean": round(fmean(by_task.values()), 4) if by_task else None,
             "mean_text_tasks": round(fmean(own_text), 4) if own_text else None,
             "skipped": skipped.get(encoder, {}),
-        }  # fmt: skip
+        }
     comparison = params.evaluate.compare
     fine, base = board.get(comparison.finetuned), board.get(comparison.base)
     versus = None
     if fine and base:
         versus = {
-            "finetuned": comparison.finetuned, "base": comparison.base,
+            "finetuned": comparison.finetuned,
+            "base": comparison.base,
             "finetuned_mean_text_tasks": fine["mean_text_tasks"],
             "base_mean_text_tasks": base["mean_text_tasks"],
             "gain": round(fine["mean_text_tasks"] - base["mean_text_tasks"], 4),
-        }  # fmt: skip
+        }
     return {"main_metric": "ndcg_at_10", "encoders": board, "finetuned_vs_base": versus}
 
 
 def leaderboard_table(board: dict[str, Any], tasks: list[RetrievalTask]) -> str:
     names = [t.declaration.name for t in tasks]
-    lines = ["# AOEB leaderboard (nDCG@10, test splits)", "",
-             "| encoder | " + " | ".join(names) + " | mean | mean (text tasks) |",
-             "|---" * (len(names) + 3) + "|"]  # fmt: skip
+    lines = [
+        "# AOEB leaderboard (nDCG@10, test splits)",
+        "",
+        "| encoder | " + " | ".join(names) + " | mean | mean (text tasks) |",
+        "|---" * (len(names) + 3) + "|",
+    ]
     for encoder, entry in board["encoders"].items():
         cells = [entry["by_task"].get(n) for n in names]
         cells += [entry["mean"], entry["mean_text_tasks"]]
-        lines.append(f"| {encoder} | " + " | ".join("—" if c is None else f"{c:.4f}"
-                                                     for c in cells) + " |")  # fmt: skip
+        lines.append(
+            f"| {encoder} | " + " | ".join("—" if c is None else f"{c:.4f}" for c in cells) + " |"
+        )
     if versus := board["finetuned_vs_base"]:
-        lines += ["", f"{versus['finetuned']} vs its base {versus['base']} over the text "
-                  f"tasks: {versus['finetuned_mean_text_tasks']:.4f} vs "
-                  f"{versus['base_mean_text_tasks']:.4f} ({versus['gain']:+.4f})."]  # fmt: skip
-    notes = [f"- {encoder} skipped {task}: {why}" for encoder, entry in board["encoders"].items()
-             for task, why in entry["skipped"].items()]  # fmt: skip
+        lines += [
+            "",
+            f"{versus['finetuned']} vs its base {versus['base']} over the text "
+            f"tasks: {versus['finetuned_mean_text_tasks']:.4f} vs "
+            f"{versus['base_mean_text_tasks']:.4f} ({versus['gain']:+.4f}).",
+        ]
+    notes = [
+        f"- {encoder} skipped {task}: {why}"
+        for encoder, entry in board["encoders"].items()
+        for task, why in entry["skipped"].items()
+    ]
     return "\n".join(lines + ([""] + notes if notes else [])) + "\n"
 
 
@@ -147,8 +170,7 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
         for task in tasks:
             name = task.declaration.name
             try:
-                ranked = search(encoder, task, "test", max(settings.k_values),
-                                index=settings.index)  # fmt: skip
+                ranked = search(encoder, task, "test", max(settings.k_values), index=settings.index)
             except UnsupportedTask as reason:
                 skipped.setdefault(encoder.name, {})[name] = str(reason)
                 continue
@@ -156,23 +178,36 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
             results[encoder.name][name] = scores["main_score"]
             files[f"{encoder.name}/{name}.json"] = mteb_result(task, encoder.name, scores)
             files[f"{encoder.name}/{name}.trec"] = run_text(ranked, encoder.name)
-            log.info("aoeb.evaluate: %s on %s: nDCG@10 %.4f", encoder.name, name,
-                     scores["main_score"])  # fmt: skip
+            log.info(
+                "aoeb.evaluate: %s on %s: nDCG@10 %.4f", encoder.name, name, scores["main_score"]
+            )
     board = leaderboard(results, skipped, tasks, params)
     table = leaderboard_table(board, tasks)
-    with tracking.start_run(settings.experiment, runtime.mlflow, run_name="aoeb-leaderboard",
-                            inputs=[TASKS, *settings.lineage_inputs]):  # fmt: skip
+    with tracking.start_run(
+        settings.experiment,
+        runtime.mlflow,
+        run_name="aoeb-leaderboard",
+        inputs=[TASKS, *settings.lineage_inputs],
+    ):
         for encoder, entry in board["encoders"].items():
             if entry["mean"] is not None:
                 mlflow.log_metric(f"{encoder}.mean_ndcg_at_10", entry["mean"])
         mlflow.log_dict(board, "leaderboard.json")
         mlflow.log_text(table, "leaderboard.md")
     if versus := board["finetuned_vs_base"]:
-        log.info("aoeb.evaluate: %s %.4f vs base %s %.4f over the text tasks",
-                 versus["finetuned"], versus["finetuned_mean_text_tasks"], versus["base"],
-                 versus["base_mean_text_tasks"])  # fmt: skip
-    return {"results": Folder(files), "leaderboard": board, "table": table,
-            "plot": leaderboard_csv(board)}  # fmt: skip
+        log.info(
+            "aoeb.evaluate: %s %.4f vs base %s %.4f over the text tasks",
+            versus["finetuned"],
+            versus["finetuned_mean_text_tasks"],
+            versus["base"],
+            versus["base_mean_text_tasks"],
+        )
+    return {
+        "results": Folder(files),
+        "leaderboard": board,
+        "table": table,
+        "plot": leaderboard_csv(board),
+    }
 
 
 STAGE = Stage(

@@ -36,8 +36,9 @@ TASKS, BASE, TOKENIZER = "data/processed/aoeb/tasks", "models/mmbert/decay", "mo
 
 def curve_csv(curve: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["step", "loss"], extrasaction="ignore",
-                            lineterminator="\n")  # fmt: skip
+    writer = csv.DictWriter(
+        buffer, fieldnames=["step", "loss"], extrasaction="ignore", lineterminator="\n"
+    )
     writer.writeheader()
     writer.writerows({**point, "loss": round(point["loss"], 5)} for point in curve)
     return buffer.getvalue()
@@ -80,43 +81,67 @@ def train_image_tower(
     tasks: list[RetrievalTask], text_folder: Path, settings: Any, scratch: Path
 ) -> tuple[Path | None, dict[str, Any]]:
     """The image tower for the text-to-image tasks' train pairs, or None without any."""
-    from tasks.aoeb.encoders import EncoderOptions, TransformersEncoder, image_bytes
+    from tasks.aoeb.encoders import image_bytes
+    from tasks.core.text_encoders import EncoderOptions, TransformersEncoder
 
     images, captions = [], []
-    encoder = TransformersEncoder("embedder", text_folder, EncoderOptions(
-        model=str(text_folder), instructions=True))  # fmt: skip
+    encoder = TransformersEncoder(
+        "embedder", text_folder, EncoderOptions(model=str(text_folder), instructions=True)
+    )
     for task in tasks:
         if task.declaration.modality != "text-to-image" or "train" not in task.qrels:
             continue
-        pairs = [(qid, doc) for qid, judged in sorted(task.qrels["train"].items())
-                 for doc, score in sorted(judged.items()) if score > 0]  # fmt: skip
+        pairs = [
+            (qid, doc)
+            for qid, judged in sorted(task.qrels["train"].items())
+            for doc, score in sorted(judged.items())
+            if score > 0
+        ]
         images += [image_bytes(task, doc) for _, doc in pairs]
-        captions.append(encoder.encode_queries([task.queries[qid] for qid, _ in pairs],
-                                               task.declaration.query_instruction))  # fmt: skip
+        captions.append(
+            encoder.encode_queries(
+                [task.queries[qid] for qid, _ in pairs], task.declaration.query_instruction
+            )
+        )
     if not images:
         return None, {}
     import numpy as np
 
     vectors = np.concatenate(captions)
     config = {
-        "epochs": settings.image_epochs, "batch_size": settings.image_batch_size,
-        "learning_rate": settings.image_learning_rate, "temperature": settings.temperature,
-        "checkpoint_every": settings.image_checkpoint_every, "seed": settings.seed,
-        "embed_dim": int(vectors.shape[1]), "image_size": 64,
+        "epochs": settings.image_epochs,
+        "batch_size": settings.image_batch_size,
+        "learning_rate": settings.image_learning_rate,
+        "temperature": settings.temperature,
+        "checkpoint_every": settings.image_checkpoint_every,
+        "seed": settings.seed,
+        "embed_dim": int(vectors.shape[1]),
+        "image_size": 64,
         "torch_threads": settings.scaling.torch_threads or 1,
-        "images": images, "captions": vectors,
-    }  # fmt: skip
+        "images": images,
+        "captions": vectors,
+    }
     storage = scratch / "image_tower"
-    resuming = prepare_scratch(storage, fingerprint(
-        {k: v for k, v in config.items() if k not in ("images", "captions")},
-        [text_folder]))  # fmt: skip
-    log.info("aoeb.finetune: image tower on %d pictures, %d epochs%s", len(images),
-             settings.image_epochs, " (resuming)" if resuming else "")  # fmt: skip
+    resuming = prepare_scratch(
+        storage,
+        fingerprint(
+            {k: v for k, v in config.items() if k not in ("images", "captions")}, [text_folder]
+        ),
+    )
+    log.info(
+        "aoeb.finetune: image tower on %d pictures, %d epochs%s",
+        len(images),
+        settings.image_epochs,
+        " (resuming)" if resuming else "",
+    )
     checkpoint = image_train.fit(config, storage, settings)
     state = read_json(checkpoint / image_train.STATE_FILE)
     (storage / FINISHED_FILE).touch()
-    return checkpoint, {"image_pairs": len(images), "image_epochs": state["epoch"],
-                        "image_final_loss": round(state["curve"][-1]["loss"], 4)}  # fmt: skip
+    return checkpoint, {
+        "image_pairs": len(images),
+        "image_epochs": state["epoch"],
+        "image_final_loss": round(state["curve"][-1]["loss"], 4),
+    }
 
 
 def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
@@ -138,13 +163,26 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
         )
     scaling = settings.scaling
     config = {
-        **settings.model_dump(include={
-            "steps", "batch_size", "temperature", "learning_rate", "warmup_steps",
-            "weight_decay", "query_length", "document_length", "checkpoint_every", "seed"}),
+        **settings.model_dump(
+            include={
+                "steps",
+                "batch_size",
+                "temperature",
+                "learning_rate",
+                "warmup_steps",
+                "weight_decay",
+                "query_length",
+                "document_length",
+                "checkpoint_every",
+                "seed",
+            }
+        ),
         "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
-        "init_from": str(inputs["base"]), "tokenizer": str(inputs["tokenizer"]),
-        "pairs": pairs, "tracking_uri": tracking.configure(runtime.mlflow),
-    }  # fmt: skip
+        "init_from": str(inputs["base"]),
+        "tokenizer": str(inputs["tokenizer"]),
+        "pairs": pairs,
+        "tracking_uri": tracking.configure(runtime.mlflow),
+    }
     scratch = state_dir(repo_root()) / "ray" / "aoeb" / "finetune"
     sources = [inputs["tasks"], inputs["base"], inputs["tokenizer"]]
     resuming = prepare_scratch(scratch, fingerprint(config, sources))
@@ -152,8 +190,13 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     config["run_id"] = tracking.resumable_run_id(
         scratch, settings.experiment, runtime.mlflow, "embedder-finetune", lineage, resuming
     )
-    log.info("aoeb.finetune: %d pairs from %d tasks, %d steps%s", len(pairs), len(tasks),
-             settings.steps, " (resuming)" if resuming else "")  # fmt: skip
+    log.info(
+        "aoeb.finetune: %d pairs from %d tasks, %d steps%s",
+        len(pairs),
+        len(tasks),
+        settings.steps,
+        " (resuming)" if resuming else "",
+    )
     checkpoint = contrastive_train.fit(config, scratch, settings)
     state = read_json(checkpoint / "state.json")
     text_folder = scratch / "embedder"  # model + tokenizer: what the encoders load
@@ -168,10 +211,13 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     tokenizer = PreTrainedTokenizerFast.from_pretrained(text_folder)
     model = AutoModel.from_pretrained(text_folder)
     metrics = {
-        "pairs": len(pairs), "pairs_by_task": dict(sorted(pairs_by_task.items())),
-        "steps": state["step"], "final_loss": round(state["curve"][-1]["loss"], 4),
-        "resumed_from": state["resumed_from"], **image_metrics,
-    }  # fmt: skip
+        "pairs": len(pairs),
+        "pairs_by_task": dict(sorted(pairs_by_task.items())),
+        "steps": state["step"],
+        "final_loss": round(state["curve"][-1]["loss"], 4),
+        "resumed_from": state["resumed_from"],
+        **image_metrics,
+    }
     card = embedder_card(params, metrics)
     registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
     with mlflow.start_run(run_id=config["run_id"]):
@@ -182,19 +228,33 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
         mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
         if tower:
             mlflow.log_artifacts(str(tower), "image_tower")
-        info = tracking.log_transformers_model(model, tokenizer, "model", registry_card,
-                                               task="feature-extraction")  # fmt: skip
-        version = tracking.register_model(info.model_uri, settings.registered_model,
-                                          registry_card, "candidate")  # fmt: skip
+        info = tracking.log_transformers_model(
+            model, tokenizer, "model", registry_card, task="feature-extraction"
+        )
+        version = tracking.register_model(
+            info.model_uri, settings.registered_model, registry_card, "candidate"
+        )
     (scratch / FINISHED_FILE).write_text(version)
-    log.info("aoeb.finetune: final loss %s after %d steps; registered %s v%s",
-             metrics["final_loss"], state["step"], settings.registered_model, version)  # fmt: skip
+    log.info(
+        "aoeb.finetune: final loss %s after %d steps; registered %s v%s",
+        metrics["final_loss"],
+        state["step"],
+        settings.registered_model,
+        version,
+    )
     folder = Folder({p.name: p for p in text_folder.iterdir()} | {"README.md": card.to_markdown()})
     weights = ("config.json", "model.safetensors")
-    tower_files = Folder({name: tower / name for name in weights} if tower
-                         else {"README.md": "No text-to-image task was assembled.\n"})  # fmt: skip
-    return {"model": folder, "image_tower": tower_files, "metrics": metrics,
-            "curve": curve_csv(state["curve"])}  # fmt: skip
+    tower_files = Folder(
+        {name: tower / name for name in weights}
+        if tower
+        else {"README.md": "No text-to-image task was assembled.\n"}
+    )
+    return {
+        "model": folder,
+        "image_tower": tower_files,
+        "metrics": metrics,
+        "curve": curve_csv(state["curve"]),
+    }
 
 
 STAGE = Stage(

@@ -39,8 +39,11 @@ class ImageTower(nn.Module):
         blocks: list[nn.Module] = []
         width = 3
         for channels in config.channels:
-            blocks += [nn.Conv2d(width, channels, 3, stride=2, padding=1, bias=False),
-                       nn.BatchNorm2d(channels), nn.ReLU(inplace=True)]  # fmt: skip
+            blocks += [
+                nn.Conv2d(width, channels, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm2d(channels),
+                nn.ReLU(inplace=True),
+            ]
             width = channels
         self.features = nn.Sequential(*blocks)
         self.projection = nn.Linear(width, config.embed_dim)
@@ -92,5 +95,6 @@ def build(config: dict) -> ImageTower:
 
 def load(folder: Path) -> ImageTower:
     """The tower saved in `folder`, in eval mode."""
-    return load_module(folder, build, "not an image tower; save one with "
-                       "tasks.aoeb.image_tower.save")  # fmt: skip
+    return load_module(
+        folder, build, "not an image tower; save one with tasks.aoeb.image_tower.save"
+    )

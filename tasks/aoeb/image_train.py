@@ -62,8 +62,13 @@ def train_loop(config: dict[str, Any]) -> None:
             losses.append(loss.item())
             state["step"] += 1
         state["epoch"] += 1
-        state["curve"].append({"epoch": state["epoch"], "step": state["step"],
-                               "loss": sum(losses) / max(1, len(losses))})  # fmt: skip
+        state["curve"].append(
+            {
+                "epoch": state["epoch"],
+                "step": state["step"],
+                "loss": sum(losses) / max(1, len(losses)),
+            }
+        )
         last = state["epoch"] == config["epochs"]
         if state["epoch"] % config["checkpoint_every"] and not last:
             continue
@@ -74,10 +79,17 @@ def train_loop(config: dict[str, Any]) -> None:
                 torch.save(optimizer.state_dict(), Path(folder) / OPTIMIZER_FILE)
                 (Path(folder) / STATE_FILE).write_text(json.dumps(state))
                 checkpoint = ray.train.Checkpoint.from_directory(folder)
-            ray.train.report({"epoch": state["epoch"], "loss": state["curve"][-1]["loss"]},
-                             checkpoint=checkpoint)  # fmt: skip
+            ray.train.report(
+                {"epoch": state["epoch"], "loss": state["curve"][-1]["loss"]}, checkpoint=checkpoint
+            )
 
 
 def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
-    return fit_torch(train_loop, config, storage, params.scaling, what="aoeb.finetune (images)",
-                     max_failures=params.max_failures)  # fmt: skip
+    return fit_torch(
+        train_loop,
+        config,
+        storage,
+        params.scaling,
+        what="aoeb.finetune (images)",
+        max_failures=params.max_failures,
+    )

@@ -102,9 +102,14 @@ def relevant_ranks(qrels: Qrels, run: Run) -> RelevantRanks:
     hit_query_a = np.array(hit_query, np.int64)
     hit_rank_a = np.array(hit_rank, np.int64)
     order = np.lexsort((hit_rank_a, hit_query_a))
-    return RelevantRanks(query_ids, hit_query_a[order], hit_rank_a[order],
-                         np.array(hit_gain, np.float64)[order],
-                         np.array(gain_query, np.int64), np.array(gain, np.float64))  # fmt: skip
+    return RelevantRanks(
+        query_ids,
+        hit_query_a[order],
+        hit_rank_a[order],
+        np.array(hit_gain, np.float64)[order],
+        np.array(gain_query, np.int64),
+        np.array(gain, np.float64),
+    )
 
 
 def _ranks(query: str, docs: Mapping[str, float], wanted: list[str], scores: list[float]):
@@ -175,7 +180,10 @@ def retrieval_scores(qrels: Qrels, run: Run, k_values: Iterable[int] = DEFAULT_K
     then main_score (= ndcg_at_10, computed even when 10 is not among the k values)."""
     ks = parse_k(k_values)
     _, per_query = per_query_scores(qrels, run, {*ks, MAIN_K})
-    scores = {key: float(values.mean()) for key, values in per_query.items()
-              if int(key.rsplit("_", 1)[1]) in ks}  # fmt: skip
+    scores = {
+        key: float(values.mean())
+        for key, values in per_query.items()
+        if int(key.rsplit("_", 1)[1]) in ks
+    }
     scores["main_score"] = float(per_query[f"ndcg_at_{MAIN_K}"].mean())
     return scores

@@ -10,9 +10,10 @@ from tasks.aoeb.embedded.memory import MemoryTaskParams
 from tasks.aoeb.embedded.multimodal import MultimodalTaskParams
 from tasks.aoeb.embedded.reasoning import MultiHopTaskParams
 from tasks.aoeb.embedded.tool import ToolTaskParams
-from tasks.aoeb.encoders import EncoderOptions, EncoderParams, IndexParams
+from tasks.aoeb.encoders import IndexParams
+from tasks.core.ray_train import ScalingParams
 from tasks.core.strict_model import StrictModel
-from tasks.mlm.params import ScalingParams
+from tasks.core.text_encoders import EncoderOptions, EncoderParams
 
 
 class HubTaskParams(StrictModel):
@@ -64,12 +65,19 @@ def default_encoders() -> list[EncoderParams]:
     return [
         EncoderParams(name="bm25", kind="bm25"),
         EncoderParams(name="minilm", kind="minilm"),
-        EncoderParams(name="mmbert", kind="mmbert",
-                      options=EncoderOptions(model="models/mmbert/decay")),
-        EncoderParams(name="embedder", kind="image-text", options=EncoderOptions(
-            model="models/embedder/model", image_tower="models/embedder/image_tower",
-            instructions=True)),
-    ]  # fmt: skip
+        EncoderParams(
+            name="mmbert", kind="mmbert", options=EncoderOptions(model="models/mmbert/decay")
+        ),
+        EncoderParams(
+            name="embedder",
+            kind="image-text",
+            options=EncoderOptions(
+                model="models/embedder/model",
+                image_tower="models/embedder/image_tower",
+                instructions=True,
+            ),
+        ),
+    ]
 
 
 class CompareParams(StrictModel):
@@ -100,3 +108,6 @@ class AoebParams(StrictModel):
     assemble: AssembleParams = AssembleParams()
     evaluate: EvaluateParams = EvaluateParams()
     finetune: FinetuneParams = FinetuneParams()
+
+
+SECTION = AoebParams  # params.yaml `aoeb`, registered with tasks.core.params

@@ -133,6 +133,8 @@ def run_text(run: Run, tag: str) -> str:
     lines = []
     for query in sorted(run):
         ranked = sorted(run[query].items(), key=lambda item: (-item[1], item[0]))
-        lines += [f"{query} Q0 {doc} {rank} {score!r} {tag}"
-                  for rank, (doc, score) in enumerate(ranked, 1)]  # fmt: skip
+        lines += [
+            f"{query} Q0 {doc} {rank} {score!r} {tag}"
+            for rank, (doc, score) in enumerate(ranked, 1)
+        ]
     return "\n".join(lines) + "\n" if lines else ""

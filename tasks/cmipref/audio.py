@@ -23,8 +23,9 @@ def decode(data: bytes | Path, sample_rate: int, where: str = "") -> np.ndarray:
     import soundfile
 
     try:
-        audio, rate = soundfile.read(io.BytesIO(data) if isinstance(data, bytes) else data,
-                                     dtype="float32", always_2d=True)  # fmt: skip
+        audio, rate = soundfile.read(
+            io.BytesIO(data) if isinstance(data, bytes) else data, dtype="float32", always_2d=True
+        )
     except (OSError, RuntimeError, soundfile.LibsndfileError) as exc:
         raise InputError(f"{where or data}: not readable audio ({exc})") from None
     mono = audio.mean(axis=1)

@@ -96,9 +96,14 @@ def _centroid(audio: np.ndarray, sr: int) -> float:
 
 
 APPLY: dict[str, Callable[..., np.ndarray]] = {
-    "detune": detune, "tempo_jitter": tempo_jitter, "clipping": clipping, "noise": noise,
-    "wrong_key": wrong_key, "wrong_tempo": wrong_tempo, "wrong_timbre": wrong_timbre,
-}  # fmt: skip
+    "detune": detune,
+    "tempo_jitter": tempo_jitter,
+    "clipping": clipping,
+    "noise": noise,
+    "wrong_key": wrong_key,
+    "wrong_tempo": wrong_tempo,
+    "wrong_timbre": wrong_timbre,
+}
 
 
 def degrade(audio: np.ndarray, sr: int, faults: list[tuple[str, float]], seed: int) -> np.ndarray:

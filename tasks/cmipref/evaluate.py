@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from tasks.aoeb.encoders import make_encoder
 from tasks.cmipref.features import build_bank, clips_of
 from tasks.cmipref.generate import audio_file
 from tasks.cmipref.judges import make_judge
@@ -34,6 +33,7 @@ from tasks.core.io import read_parquet
 from tasks.core.params import RuntimeParams
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage
+from tasks.core.text_encoders import make_encoder
 
 log = get_logger("paperline.cmipref.evaluate")
 MODEL, PAIRS, TRUTH, AUDIO = (
@@ -45,23 +45,34 @@ MODEL, PAIRS, TRUTH, AUDIO = (
 SCORERS = ("reward_model", "judge")
 
 
-def clip_rewards(model_folder: Path, rows: list[dict[str, Any]], params: CmiprefParams,
-                 audio_root: Path) -> dict[str, np.ndarray]:  # fmt: skip
+def clip_rewards(
+    model_folder: Path, rows: list[dict[str, Any]], params: CmiprefParams, audio_root: Path
+) -> dict[str, np.ndarray]:
     """audio path → [alignment, musicality] rewards under its own prompt."""
     import torch
 
     model = load(model_folder)
     clips = clips_of(rows, ("audio", "reference_audio"))
     texts = [r["prompt"] for r in rows] + [r["lyrics"] for r in rows if r["lyrics"]]
-    bank = build_bank(clips, texts, audio_root, params.generate.sample_rate,
-                      params.generate.seconds, model.config.n_mels,
-                      make_encoder(params.train.text_encoder))  # fmt: skip
+    bank = build_bank(
+        clips,
+        texts,
+        audio_root,
+        params.generate.sample_rate,
+        params.generate.seconds,
+        model.config.n_mels,
+        make_encoder(params.train.text_encoder),
+    )
     index = bank.prompt_indices(rows)
     clip_rows = np.array([bank.clip_row[r["audio"]] for r in rows])
     mels, texts_t = torch.as_tensor(bank.mels), torch.as_tensor(bank.texts)
     with torch.no_grad():
-        prompt = (texts_t[index["text"]], texts_t[index["lyrics"]], mels[index["reference"]],
-                  torch.as_tensor(index["present"]))  # fmt: skip
+        prompt = (
+            texts_t[index["text"]],
+            texts_t[index["lyrics"]],
+            mels[index["reference"]],
+            torch.as_tensor(index["present"]),
+        )
         rewards = model(mels[clip_rows], *prompt).numpy()
     return {row["audio"]: rewards[i] for i, row in enumerate(rows)}
 
@@ -69,9 +80,17 @@ def clip_rewards(model_folder: Path, rows: list[dict[str, Any]], params: Cmipref
 def candidates_with_prompts(pairs: list[dict[str, Any]], truth: list[dict[str, Any]]):
     """Every test clip with its prompt's columns."""
     prompts = {p["prompt_id"]: p for p in pairs}
-    return [{**{k: prompts[t["prompt_id"]][k] for k in ("prompt", "lyrics", "reference_audio",
-                                                         "modality")}, **t}
-            for t in truth if t["prompt_id"] in prompts]  # fmt: skip
+    return [
+        {
+            **{
+                k: prompts[t["prompt_id"]][k]
+                for k in ("prompt", "lyrics", "reference_audio", "modality")
+            },
+            **t,
+        }
+        for t in truth
+        if t["prompt_id"] in prompts
+    ]
 
 
 def credit(margin: float, true: int, consistent: bool = True) -> float:
@@ -82,9 +101,10 @@ def credit(margin: float, true: int, consistent: bool = True) -> float:
 
 
 def accuracy_table(
-    pairs: list[dict[str, Any]], truth: Mapping[str, Mapping[str, Any]],
+    pairs: list[dict[str, Any]],
+    truth: Mapping[str, Mapping[str, Any]],
     margins: Mapping[str, Mapping[str, Mapping[str, Any]]],
-) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
+) -> dict[str, dict[str, dict[str, float]]]:
     """scorer → breakdown → accuracy; margins: scorer → pair → {quality, musicality,
     alignment, consistent}."""
     result: dict[str, dict[str, dict[str, float]]] = {}
@@ -106,8 +126,9 @@ def accuracy_table(
     return result
 
 
-def top_k_gain(candidates: list[dict[str, Any]], score: Mapping[str, float],
-               k_values: list[int]) -> dict[str, float]:  # fmt: skip
+def top_k_gain(
+    candidates: list[dict[str, Any]], score: Mapping[str, float], k_values: list[int]
+) -> dict[str, float]:
     """Mean true quality of the top k by `score`, minus the mean over all candidates (what
     a random pick of k gets in expectation), averaged over prompts."""
     by_prompt: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -118,14 +139,16 @@ def top_k_gain(candidates: list[dict[str, Any]], score: Mapping[str, float],
         gains = []
         for clips in by_prompt.values():
             ranked = sorted(clips, key=lambda c: -score[c["audio"]])
-            gains.append(np.mean([c["quality"] for c in ranked[:k]])
-                         - np.mean([c["quality"] for c in clips]))  # fmt: skip
+            gains.append(
+                np.mean([c["quality"] for c in ranked[:k]]) - np.mean([c["quality"] for c in clips])
+            )
         result[f"top_{k}"] = round(float(np.mean(gains)), 4)
     return result
 
 
-def judge_clip_scores(candidates: list[dict[str, Any]], params: CmiprefParams,
-                      audio_root: Path) -> dict[str, float]:  # fmt: skip
+def judge_clip_scores(
+    candidates: list[dict[str, Any]], params: CmiprefParams, audio_root: Path
+) -> dict[str, float]:
     """The first judge's whole-clip musicality + alignment, z-scored per prompt."""
     judge = make_judge(params.label.judges[0], params.generate.sample_rate)
     if not hasattr(judge, "clip_scores"):
@@ -133,8 +156,9 @@ def judge_clip_scores(candidates: list[dict[str, Any]], params: CmiprefParams,
     raw = {}
     for c in candidates:
         reference = audio_file(audio_root, c["reference_audio"]) if c["reference_audio"] else None
-        raw[c["audio"]] = judge.clip_scores(audio_file(audio_root, c["audio"]), c["prompt"],
-                                            reference)  # fmt: skip
+        raw[c["audio"]] = judge.clip_scores(
+            audio_file(audio_root, c["audio"]), c["prompt"], reference
+        )
     scores = {}
     for prompt_id in {c["prompt_id"] for c in candidates}:
         mine = [c["audio"] for c in candidates if c["prompt_id"] == prompt_id]
@@ -154,16 +178,28 @@ def metric_key(name: str) -> str:
 def report_markdown(metrics: dict[str, Any]) -> str:
     table = metrics["accuracy"]
     names = sorted({n for scorer in table.values() for n in scorer})
-    lines = ["# CMI reward model vs the offline judges (held-out truth set)", "",
-             "Preference accuracy on the test prompts' pairs; an order-inconsistent judge "
-             "verdict scores 0.5.", "", "| breakdown | pairs | reward model | judge |",
-             "|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "# CMI reward model vs the offline judges (held-out truth set)",
+        "",
+        "Preference accuracy on the test prompts' pairs; an order-inconsistent judge "
+        "verdict scores 0.5.",
+        "",
+        "| breakdown | pairs | reward model | judge |",
+        "|---|---|---|---|",
+    ]
     for name in names:
         rm, judge = table["reward_model"].get(name, {}), table["judge"].get(name, {})
-        lines.append(f"| {name} | {rm.get('pairs', judge.get('pairs', 0))} | "
-                     f"{rm.get('accuracy', '—')} | {judge.get('accuracy', '—')} |")  # fmt: skip
-    lines += ["", "Top-k selection: true quality gained over a random pick (mean over prompts).",
-              "", "| k | reward model | judge |", "|---|---|---|"]  # fmt: skip
+        lines.append(
+            f"| {name} | {rm.get('pairs', judge.get('pairs', 0))} | "
+            f"{rm.get('accuracy', '—')} | {judge.get('accuracy', '—')} |"
+        )
+    lines += [
+        "",
+        "Top-k selection: true quality gained over a random pick (mean over prompts).",
+        "",
+        "| k | reward model | judge |",
+        "|---|---|---|",
+    ]
     for key, value in metrics["top_k"]["reward_model"].items():
         lines.append(f"| {key} | {value} | {metrics['top_k']['judge'].get(key, '—')} |")
     lines += ["", f"Higher overall: **{metrics['higher_overall']}**.", ""]
@@ -197,17 +233,29 @@ def run(
     for pair in pairs:
         delta = rewards[pair["audio_a"]] - rewards[pair["audio_b"]]
         rm_margins[pair["pair_id"]] = {
-            "alignment": float(delta[0]), "musicality": float(delta[1]),
-            "quality": float(delta.mean()), "consistent": True,
-        }  # fmt: skip
-    judged = combine(judge_pairs(test, params.label.judges, params.generate.sample_rate,
-                                 inputs["audio"], params.label.batch_size))  # fmt: skip
+            "alignment": float(delta[0]),
+            "musicality": float(delta[1]),
+            "quality": float(delta.mean()),
+            "consistent": True,
+        }
+    judged = combine(
+        judge_pairs(
+            test,
+            params.label.judges,
+            params.generate.sample_rate,
+            inputs["audio"],
+            params.label.batch_size,
+        )
+    )
     judge_margins = {
-        pair_id: {"alignment": (v["alignment_ab"] + v["alignment_ba"]) / 2,
-                  "musicality": (v["musicality_ab"] + v["musicality_ba"]) / 2,
-                  "quality": v["overall"], "consistent": v["consistent"]}
+        pair_id: {
+            "alignment": (v["alignment_ab"] + v["alignment_ba"]) / 2,
+            "musicality": (v["musicality_ab"] + v["musicality_ba"]) / 2,
+            "quality": v["overall"],
+            "consistent": v["consistent"],
+        }
         for pair_id, v in judged.items()
-    }  # fmt: skip
+    }
     table = accuracy_table(pairs, truth, {"reward_model": rm_margins, "judge": judge_margins})
     overall = {s: table[s]["overall"]["accuracy"] for s in SCORERS}
     k_values = params.evaluate.top_k
@@ -218,23 +266,40 @@ def run(
         "judge": top_k_gain(candidates, judge_scores, k_values) if judge_scores else {},
     }
     metrics = {
-        "test_pairs": len(pairs), "test_prompts": len({p["prompt_id"] for p in pairs}),
-        "accuracy": table, "overall_accuracy": overall, "top_k": top_k,
-        "higher_overall": "tie" if len(set(overall.values())) == 1
+        "test_pairs": len(pairs),
+        "test_prompts": len({p["prompt_id"] for p in pairs}),
+        "accuracy": table,
+        "overall_accuracy": overall,
+        "top_k": top_k,
+        "higher_overall": "tie"
+        if len(set(overall.values())) == 1
         else max(SCORERS, key=lambda s: overall[s]),
-    }  # fmt: skip
+    }
     markdown = report_markdown(metrics)
-    with tracking.start_run(params.evaluate.experiment, runtime.mlflow, run_name="cmi-rm-evaluate",
-                            inputs=[MODEL, PAIRS, TRUTH]):  # fmt: skip
-        mlflow.log_metrics({metric_key(f"{scorer} {name}"): row["accuracy"]
-                            for scorer, rows in table.items()
-                            for name, row in rows.items()})  # fmt: skip
-        mlflow.log_metrics({f"{s}_gain_{k}": v for s, gains in top_k.items()
-                            for k, v in gains.items()})  # fmt: skip
+    with tracking.start_run(
+        params.evaluate.experiment,
+        runtime.mlflow,
+        run_name="cmi-rm-evaluate",
+        inputs=[MODEL, PAIRS, TRUTH],
+    ):
+        mlflow.log_metrics(
+            {
+                metric_key(f"{scorer} {name}"): row["accuracy"]
+                for scorer, rows in table.items()
+                for name, row in rows.items()
+            }
+        )
+        mlflow.log_metrics(
+            {f"{s}_gain_{k}": v for s, gains in top_k.items() for k, v in gains.items()}
+        )
         mlflow.log_text(markdown, "cmipref_evaluation.md")
-    log.info("cmipref.evaluate: accuracy reward model %.3f, judge %.3f; top-1 gain %s vs %s",
-             overall["reward_model"], overall["judge"], top_k["reward_model"].get("top_1"),
-             top_k["judge"].get("top_1"))  # fmt: skip
+    log.info(
+        "cmipref.evaluate: accuracy reward model %.3f, judge %.3f; top-1 gain %s vs %s",
+        overall["reward_model"],
+        overall["judge"],
+        top_k["reward_model"].get("top_1"),
+        top_k["judge"].get("top_1"),
+    )
     return {"metrics": metrics, "report": markdown, "accuracy": accuracy_csv(table)}
 
 

@@ -54,21 +54,30 @@ def clips_of(rows: Iterable[Mapping[str, Any]], columns: Sequence[str]) -> list[
 
 
 def build_bank(
-    clips: Sequence[str], texts: Sequence[str], audio_root: Path, sample_rate: int,
-    seconds: float, n_mels: int, encoder: Any,
-) -> FeatureBank:  # fmt: skip
+    clips: Sequence[str],
+    texts: Sequence[str],
+    audio_root: Path,
+    sample_rate: int,
+    seconds: float,
+    n_mels: int,
+    encoder: Any,
+) -> FeatureBank:
     """Log-mels of `clips` (repo-relative paths, cut to `seconds`) and vectors of `texts`."""
     from tqdm import tqdm
 
     samples = int(seconds * sample_rate)
-    mels = [log_mel(crop(read_clip(audio_file(audio_root, c), sample_rate), samples),
-                    sample_rate, n_mels)
-            for c in tqdm(clips, desc="log-mel", unit="clip", mininterval=5)]  # fmt: skip
+    mels = [
+        log_mel(
+            crop(read_clip(audio_file(audio_root, c), sample_rate), samples), sample_rate, n_mels
+        )
+        for c in tqdm(clips, desc="log-mel", unit="clip", mininterval=5)
+    ]
     strings = sorted(set(texts))
     vectors = np.asarray(encoder.encode_documents(strings), np.float32)
     vectors = np.concatenate([np.zeros((1, vectors.shape[1]), np.float32), vectors])
     return FeatureBank(
-        mels=np.stack(mels).astype(np.float32), texts=vectors,
+        mels=np.stack(mels).astype(np.float32),
+        texts=vectors,
         clip_row={c: i for i, c in enumerate(clips)},
         text_row={s: i + 1 for i, s in enumerate(strings)},
-    )  # fmt: skip
+    )

@@ -79,8 +79,14 @@ def render_batch(batch: pa.Table, sample_rate: int, seconds: float) -> pa.Table:
             rows["candidate"].append(candidate)
             rows["flac"].append(flac_bytes(audio, sample_rate))
             rows["faults"].append(json.dumps(faults))
-    schema = pa.schema([("prompt_id", pa.string()), ("candidate", pa.int64()),
-                        ("flac", pa.binary()), ("faults", pa.string())])  # fmt: skip
+    schema = pa.schema(
+        [
+            ("prompt_id", pa.string()),
+            ("candidate", pa.int64()),
+            ("flac", pa.binary()),
+            ("faults", pa.string()),
+        ]
+    )
     return pa.table(rows, schema=schema)
 
 
@@ -96,15 +102,25 @@ def plan_prompts(params: GenerateParams) -> tuple[pa.Table, dict[str, bytes]]:
             reference = f"{AUDIO}/{prompt_id}/reference.flac"
             references[reference] = flac_bytes(clip.reference, params.sample_rate)
         description = json.dumps(clip.description.__dict__) if clip.description else ""
-        rows.append({
-            "prompt_id": prompt_id, "split": splits[index], "modality": clip.modality,
-            "prompt": clip.prompt, "lyrics": clip.lyrics, "reference_audio": reference,
-            "clean": flac_bytes(clip.audio, params.sample_rate), "description": description,
-            "faults": json.dumps(fault_plans(params, rng)), "seed": clip_seed(params, index),
-        })  # fmt: skip
+        rows.append(
+            {
+                "prompt_id": prompt_id,
+                "split": splits[index],
+                "modality": clip.modality,
+                "prompt": clip.prompt,
+                "lyrics": clip.lyrics,
+                "reference_audio": reference,
+                "clean": flac_bytes(clip.audio, params.sample_rate),
+                "description": description,
+                "faults": json.dumps(fault_plans(params, rng)),
+                "seed": clip_seed(params, index),
+            }
+        )
     if len(rows) < params.prompts:
-        raise InputError(f"cmipref.generate: the source gave {len(rows)} clips, "
-                         f"cmipref.generate.prompts is {params.prompts}; lower it")  # fmt: skip
+        raise InputError(
+            f"cmipref.generate: the source gave {len(rows)} clips, "
+            f"cmipref.generate.prompts is {params.prompts}; lower it"
+        )
     return pa.Table.from_pylist(rows), references
 
 
@@ -112,19 +128,27 @@ def candidate_pairs(
     truth: list[dict[str, Any]], split: str, params: GenerateParams, rng: np.random.Generator
 ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """One prompt's pairs with a clear truth gap, in random A/B order; all on test prompts."""
-    pairs = [(a, b) for a, b in itertools.combinations(truth, 2)
-             if abs(a["quality"] - b["quality"]) >= params.min_quality_gap]  # fmt: skip
+    pairs = [
+        (a, b)
+        for a, b in itertools.combinations(truth, 2)
+        if abs(a["quality"] - b["quality"]) >= params.min_quality_gap
+    ]
     if split != "test" and len(pairs) > params.pairs_per_prompt:
-        pairs = [pairs[i] for i in sorted(rng.choice(len(pairs), params.pairs_per_prompt,
-                                                     replace=False))]  # fmt: skip
+        pairs = [
+            pairs[i] for i in sorted(rng.choice(len(pairs), params.pairs_per_prompt, replace=False))
+        ]
     return [(a, b) if rng.random() < 0.5 else (b, a) for a, b in pairs]
 
 
 def run(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     settings = params.generate
     prompts, references = plan_prompts(settings)
-    log.info("cmipref.generate: %d prompts × %d candidates (%s source)", prompts.num_rows,
-             settings.candidates, settings.source.kind)  # fmt: skip
+    log.info(
+        "cmipref.generate: %d prompts × %d candidates (%s source)",
+        prompts.num_rows,
+        settings.candidates,
+        settings.source.kind,
+    )
     rendered = map_table(
         prompts,
         render_batch,
@@ -142,32 +166,52 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
         files[str(Path(path).relative_to(AUDIO))] = row["flac"]
         faults = json.loads(row["faults"])
         musicality, alignment = penalties([tuple(f) for f in faults])
-        truth_by_prompt.setdefault(row["prompt_id"], []).append({
-            "audio": path, "prompt_id": row["prompt_id"], "candidate": row["candidate"],
-            "split": info[row["prompt_id"]]["split"], "faults": row["faults"],
-            "musicality": musicality, "alignment": alignment,
-            "quality": (musicality + alignment) / 2,
-        })  # fmt: skip
+        truth_by_prompt.setdefault(row["prompt_id"], []).append(
+            {
+                "audio": path,
+                "prompt_id": row["prompt_id"],
+                "candidate": row["candidate"],
+                "split": info[row["prompt_id"]]["split"],
+                "faults": row["faults"],
+                "musicality": musicality,
+                "alignment": alignment,
+                "quality": (musicality + alignment) / 2,
+            }
+        )
     rng = np.random.default_rng(settings.seed + 2)
     pairs = []
     for prompt_id in sorted(truth_by_prompt):
         prompt = {k: info[prompt_id][k] for k in PROMPT_COLUMNS}
         clips = sorted(truth_by_prompt[prompt_id], key=lambda r: r["candidate"])
         for a, b in candidate_pairs(clips, prompt["split"], settings, rng):
-            pairs.append({"pair_id": f"{prompt_id}-{a['candidate']}{b['candidate']}", **prompt,
-                          "audio_a": a["audio"], "audio_b": b["audio"]})  # fmt: skip
+            pairs.append(
+                {
+                    "pair_id": f"{prompt_id}-{a['candidate']}{b['candidate']}",
+                    **prompt,
+                    "audio_a": a["audio"],
+                    "audio_b": b["audio"],
+                }
+            )
     truth = [row for prompt_id in sorted(truth_by_prompt) for row in truth_by_prompt[prompt_id]]
     faults = Counter(f[0] for row in truth for f in json.loads(row["faults"]))
     summary = {
-        "prompts": prompts.num_rows, "clips": len(truth), "pairs": len(pairs),
+        "prompts": prompts.num_rows,
+        "clips": len(truth),
+        "pairs": len(pairs),
         "pairs_by_split": dict(Counter(p["split"] for p in pairs)),
         "pairs_by_modality": dict(Counter(p["modality"] for p in pairs)),
-        "faults": dict(sorted(faults.items())), "source": settings.source.kind,
-    }  # fmt: skip
-    log.info("cmipref.generate: %d clips, %d pairs %s", len(truth), len(pairs),
-             summary["pairs_by_split"])  # fmt: skip
-    return {"audio": Folder(files), "pairs": pa.Table.from_pylist(pairs),
-            "truth": pa.Table.from_pylist(truth), "summary": summary}  # fmt: skip
+        "faults": dict(sorted(faults.items())),
+        "source": settings.source.kind,
+    }
+    log.info(
+        "cmipref.generate: %d clips, %d pairs %s", len(truth), len(pairs), summary["pairs_by_split"]
+    )
+    return {
+        "audio": Folder(files),
+        "pairs": pa.Table.from_pylist(pairs),
+        "truth": pa.Table.from_pylist(truth),
+        "summary": summary,
+    }
 
 
 STAGE = Stage(

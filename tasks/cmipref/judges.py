@@ -81,9 +81,11 @@ def parse_prompt(text: str) -> Expectation:
         name = name.replace("Ab", "G#").replace("Bb", "A#")
         pitch = PITCH_CLASSES.index(name) if name in PITCH_CLASSES else None
     return Expectation(
-        tempo=float(tempo.group(1)) if tempo else None, key=pitch,
-        mode=key.group(2) if key else None, tone=tone.group(1).lower() if tone else None,
-    )  # fmt: skip
+        tempo=float(tempo.group(1)) if tempo else None,
+        key=pitch,
+        mode=key.group(2) if key else None,
+        tone=tone.group(1).lower() if tone else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -133,29 +135,34 @@ def clip_features(audio: np.ndarray, sample_rate: int) -> ClipFeatures:
     envelope = librosa.onset.onset_strength(y=audio, sr=sample_rate, hop_length=512)
     tempo = librosa.feature.tempo(onset_envelope=envelope, sr=sample_rate, hop_length=512)
     chroma = librosa.feature.chroma_cqt(y=audio, sr=sample_rate, hop_length=2048).mean(axis=1)
-    scores = [(np.corrcoef(np.roll(profile, tonic), chroma)[0, 1], tonic, mode)
-              for mode, profile in (("major", MAJOR_PROFILE), ("minor", MINOR_PROFILE))
-              for tonic in range(12)]  # fmt: skip
+    scores = [
+        (np.corrcoef(np.roll(profile, tonic), chroma)[0, 1], tonic, mode)
+        for mode, profile in (("major", MAJOR_PROFILE), ("minor", MINOR_PROFILE))
+        for tonic in range(12)
+    ]
     clarity, key, mode = max(scores, key=lambda s: s[0])
     flatness = librosa.feature.spectral_flatness(y=audio + 1e-9)
     peak = float(np.abs(audio).max()) or 1.0
     centroid = librosa.feature.spectral_centroid(y=audio, sr=sample_rate)
     mfcc = librosa.feature.mfcc(y=audio, sr=sample_rate, n_mfcc=13)[1:].mean(axis=1)
     return ClipFeatures(
-        tempo=float(np.atleast_1d(tempo)[0]), pulse=pulse_clarity(envelope, sample_rate / 512),
-        key=int(key), mode=str(mode), key_clarity=float(np.nan_to_num(clarity)),
+        tempo=float(np.atleast_1d(tempo)[0]),
+        pulse=pulse_clarity(envelope, sample_rate / 512),
+        key=int(key),
+        mode=str(mode),
+        key_clarity=float(np.nan_to_num(clarity)),
         in_tune=tuning_consistency(audio, sample_rate),
         flatness=float(np.log10(flatness.mean() + 1e-12)),
-        clipped=float(np.mean(np.abs(audio) >= 0.98 * peak)), centroid=float(centroid.mean()),
+        clipped=float(np.mean(np.abs(audio) >= 0.98 * peak)),
+        centroid=float(centroid.mean()),
         mfcc=mfcc,
-    )  # fmt: skip
+    )
 
 
 def musicality_score(f: ClipFeatures) -> float:
     """Higher sounds better: in tune, a steady beat, a clear key, no hiss, no flat tops."""
     hiss = max(0.0, f.flatness + 3.0)  # log10 flatness: about -2.6 for clean tonal music
-    return (2.0 * f.in_tune + 1.5 * f.pulse + 0.5 * f.key_clarity - 0.8 * hiss
-            - 8.0 * f.clipped)  # fmt: skip
+    return 2.0 * f.in_tune + 1.5 * f.pulse + 0.5 * f.key_clarity - 0.8 * hiss - 8.0 * f.clipped
 
 
 def key_agreement(f: ClipFeatures, want: Expectation) -> float:
@@ -188,8 +195,7 @@ def timbre_agreement(f: ClipFeatures, want: Expectation, reference: ClipFeatures
 
 
 def alignment_score(f: ClipFeatures, want: Expectation, reference: ClipFeatures | None) -> float:
-    return (tempo_agreement(f, want) + key_agreement(f, want)
-            + timbre_agreement(f, want, reference))  # fmt: skip
+    return tempo_agreement(f, want) + key_agreement(f, want) + timbre_agreement(f, want, reference)
 
 
 class SignalJudge:
@@ -222,8 +228,10 @@ class SignalJudge:
         reference = self.listen(item.reference, seed + 2) if item.reference else None
         want = parse_prompt(item.prompt)
         aligned = [alignment_score(clip, want, reference) for clip in (first, second)]
-        return Verdict(musicality=musicality_score(first) - musicality_score(second),
-                       alignment=aligned[0] - aligned[1])  # fmt: skip
+        return Verdict(
+            musicality=musicality_score(first) - musicality_score(second),
+            alignment=aligned[0] - aligned[1],
+        )
 
 
 VERDICT_INSTRUCTIONS = (
@@ -240,9 +248,14 @@ class AudioLLMJudge:
     def __init__(self, params: JudgeParams, sample_rate: int) -> None:
         from tasks.core.llm import ChatModel
 
-        self.chat = ChatModel(params.base_url, params.model, params.api_key_env,
-                              params.temperature, params_key="cmipref.label.judge.backend",
-                              offline_choice="signal")  # fmt: skip
+        self.chat = ChatModel(
+            params.base_url,
+            params.model,
+            params.api_key_env,
+            params.temperature,
+            params_key="cmipref.label.judge.backend",
+            offline_choice="signal",
+        )
         self.name = self.chat.name
         self.sample_rate = sample_rate
 
@@ -258,11 +271,15 @@ class AudioLLMJudge:
 
     def compare(self, item: Listening) -> Verdict:
         text = VERDICT_INSTRUCTIONS.format(
-            prompt=item.prompt, lyrics=f" with lyrics \"{item.lyrics}\"" if item.lyrics else "",
+            prompt=item.prompt,
+            lyrics=f' with lyrics "{item.lyrics}"' if item.lyrics else "",
             reference=", then a style reference clip" if item.reference else "",
-        )  # fmt: skip
-        parts = [{"type": "text", "text": text}, self._audio_part(item.first),
-                 self._audio_part(item.second)]  # fmt: skip
+        )
+        parts = [
+            {"type": "text", "text": text},
+            self._audio_part(item.first),
+            self._audio_part(item.second),
+        ]
         if item.reference:
             parts.append(self._audio_part(item.reference))
         reply = self.chat.ask_content(parts)
@@ -276,8 +293,9 @@ def parse_verdict(reply: str, pair_id: str) -> Verdict:
         answer = json.loads(match.group(0) if match else reply)
         weight = min(5, max(1, int(answer.get("confidence", 3)))) / 5
         sign = {"A": 1.0, "B": -1.0}
-        musicality, alignment = (sign[str(answer[k]).strip().upper()] * weight
-                                 for k in ("musicality", "alignment"))  # fmt: skip
+        musicality, alignment = (
+            sign[str(answer[k]).strip().upper()] * weight for k in ("musicality", "alignment")
+        )
     except (ValueError, KeyError, TypeError, AttributeError):
         raise UserError(
             f"judge reply for pair {pair_id} is not a verdict: {reply[:160]!r}"

@@ -42,10 +42,16 @@ def listenings(pair: Mapping[str, Any], audio_root: Path) -> tuple[Listening, Li
     """The pair presented A-first and B-first."""
     reference = audio_file(audio_root, pair["reference_audio"]) if pair["reference_audio"] else None
     a, b = audio_file(audio_root, pair["audio_a"]), audio_file(audio_root, pair["audio_b"])
-    common = {"pair_id": pair["pair_id"], "prompt": pair["prompt"], "lyrics": pair["lyrics"],
-              "reference": reference}  # fmt: skip
-    return (Listening(**common, first=a, second=b, swapped=False),
-            Listening(**common, first=b, second=a, swapped=True))  # fmt: skip
+    common = {
+        "pair_id": pair["pair_id"],
+        "prompt": pair["prompt"],
+        "lyrics": pair["lyrics"],
+        "reference": reference,
+    }
+    return (
+        Listening(**common, first=a, second=b, swapped=False),
+        Listening(**common, first=b, second=a, swapped=True),
+    )
 
 
 def judge_batch(
@@ -67,12 +73,25 @@ def judge_batch(
     return pa.table(rows)
 
 
-def judge_pairs(pairs: pa.Table, judges: Sequence[JudgeParams], sample_rate: int,
-                audio_root: Path, batch_size: int) -> pa.Table:  # fmt: skip
+def judge_pairs(
+    pairs: pa.Table,
+    judges: Sequence[JudgeParams],
+    sample_rate: int,
+    audio_root: Path,
+    batch_size: int,
+) -> pa.Table:
     settings = [j.model_dump() for j in judges]
-    return collect(map_table(pairs, judge_batch, batch_size=batch_size, jit_warmup=True,
-                             judges=settings, sample_rate=sample_rate,
-                             audio_root=str(audio_root)))  # fmt: skip
+    return collect(
+        map_table(
+            pairs,
+            judge_batch,
+            batch_size=batch_size,
+            jit_warmup=True,
+            judges=settings,
+            sample_rate=sample_rate,
+            audio_root=str(audio_root),
+        )
+    )
 
 
 def combine(margins: pa.Table) -> dict[str, dict[str, Any]]:
@@ -98,7 +117,7 @@ def combine(margins: pa.Table) -> dict[str, dict[str, Any]]:
             "overall": (overall_ab + overall_ba) / 2,
             "consistent": sign(overall_ab) == sign(overall_ba) != 0,
             "unanimous": len(set(votes)) == 1 and votes[0] != 0,
-        }  # fmt: skip
+        }
     return combined
 
 
@@ -123,17 +142,31 @@ def label_rows(pairs: pa.Table, combined: Mapping[str, Mapping[str, Any]], smoot
         if not verdict["consistent"]:
             continue
         hard = 1.0 if verdict["overall"] > 0 else 0.0
-        rows.append({
-            "pair_id": pair["pair_id"], "prompt_id": pair["prompt_id"],
-            **{k: pair[k] for k in ("prompt", "lyrics", "reference_audio", "audio_a", "audio_b",
-                                    "modality")},
-            "preference": (1 - smoothing) * hard + smoothing / 2,
-            "preference_musicality": dimension_target(
-                verdict["musicality_ab"], verdict["musicality_ba"], smoothing),
-            "preference_alignment": dimension_target(
-                verdict["alignment_ab"], verdict["alignment_ba"], smoothing),
-            "confidence": confidence(verdict),
-        })  # fmt: skip
+        rows.append(
+            {
+                "pair_id": pair["pair_id"],
+                "prompt_id": pair["prompt_id"],
+                **{
+                    k: pair[k]
+                    for k in (
+                        "prompt",
+                        "lyrics",
+                        "reference_audio",
+                        "audio_a",
+                        "audio_b",
+                        "modality",
+                    )
+                },
+                "preference": (1 - smoothing) * hard + smoothing / 2,
+                "preference_musicality": dimension_target(
+                    verdict["musicality_ab"], verdict["musicality_ba"], smoothing
+                ),
+                "preference_alignment": dimension_target(
+                    verdict["alignment_ab"], verdict["alignment_ba"], smoothing
+                ),
+                "confidence": confidence(verdict),
+            }
+        )
     return rows
 
 
@@ -142,9 +175,10 @@ def accuracy(hits: list[float]) -> float | None:
 
 
 def label_quality(
-    rows: list[dict[str, Any]], combined: Mapping[str, Mapping[str, Any]],
+    rows: list[dict[str, Any]],
+    combined: Mapping[str, Mapping[str, Any]],
     truth: Mapping[str, Mapping[str, Any]],
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Pseudo-label accuracy against the generator's truth: kept pairs (overall and per
     dimension, by confidence), and every judged pair before the consistency filter."""
 
@@ -156,44 +190,60 @@ def label_quality(
     kept: dict[str, list[float]] = defaultdict(list)
     for row in rows:
         true = truth[row["pair_id"]]
-        for name, column, dim in (("overall", "preference", "quality"),
-                                  ("musicality", "preference_musicality", "musicality"),
-                                  ("alignment", "preference_alignment", "alignment")):  # fmt: skip
+        for name, column, dim in (
+            ("overall", "preference", "quality"),
+            ("musicality", "preference_musicality", "musicality"),
+            ("alignment", "preference_alignment", "alignment"),
+        ):
             if (h := hit(row[column], true[dim])) is not None:
                 kept[name].append(h)
                 if name == "overall":
                     kept[f"confidence {confidence_bucket(row['confidence'])}"].append(h)
-    unfiltered = [float(sign(v["overall"]) == truth[p]["quality"])
-                  for p, v in combined.items() if truth[p]["quality"]]  # fmt: skip
-    dropped = [float(sign(v["overall"]) == truth[p]["quality"]) for p, v in combined.items()
-               if truth[p]["quality"] and not v["consistent"]]  # fmt: skip
+    unfiltered = [
+        float(sign(v["overall"]) == truth[p]["quality"])
+        for p, v in combined.items()
+        if truth[p]["quality"]
+    ]
+    dropped = [
+        float(sign(v["overall"]) == truth[p]["quality"])
+        for p, v in combined.items()
+        if truth[p]["quality"] and not v["consistent"]
+    ]
     return {
-        "judged_pairs": len(combined), "kept_pairs": len(rows),
+        "judged_pairs": len(combined),
+        "kept_pairs": len(rows),
         "position_consistency": round(len(rows) / max(1, len(combined)), 4),
         "accuracy": {name: accuracy(hits) for name, hits in sorted(kept.items())},
         "pairs_scored": {name: len(hits) for name, hits in sorted(kept.items())},
         "accuracy_before_consistency_filter": accuracy(unfiltered),
         "accuracy_of_dropped_pairs": accuracy(dropped),
-    }  # fmt: skip
+    }
 
 
 def run(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     settings = params.label
     pairs = read_parquet(inputs["pairs"])
     pool = pairs.filter(pc.equal(pairs["split"], "pool"))
-    log.info("cmipref.label: %d pool pairs, %d judge(s) × 2 orders", pool.num_rows,
-             len(settings.judges))  # fmt: skip
-    margins = judge_pairs(pool, settings.judges, params.generate.sample_rate, inputs["audio"],
-                          settings.batch_size)  # fmt: skip
+    log.info(
+        "cmipref.label: %d pool pairs, %d judge(s) × 2 orders", pool.num_rows, len(settings.judges)
+    )
+    margins = judge_pairs(
+        pool, settings.judges, params.generate.sample_rate, inputs["audio"], settings.batch_size
+    )
     combined = combine(margins)
     rows = label_rows(pool, combined, settings.label_smoothing)
     metrics = label_quality(rows, combined, pair_truth(pool, read_parquet(inputs["truth"])))
     metrics["judges"] = [j.backend for j in settings.judges]
-    metrics["modalities"] = {m: sum(r["modality"] == m for r in rows)
-                             for m in sorted({r["modality"] for r in rows})}  # fmt: skip
-    log.info("cmipref.label: kept %d of %d (position-consistent %.0f%%), accuracy %s",
-             len(rows), pool.num_rows, 100 * metrics["position_consistency"],
-             metrics["accuracy"].get("overall"))  # fmt: skip
+    metrics["modalities"] = {
+        m: sum(r["modality"] == m for r in rows) for m in sorted({r["modality"] for r in rows})
+    }
+    log.info(
+        "cmipref.label: kept %d of %d (position-consistent %.0f%%), accuracy %s",
+        len(rows),
+        pool.num_rows,
+        100 * metrics["position_consistency"],
+        metrics["accuracy"].get("overall"),
+    )
     return {"labels": pa.Table.from_pylist(rows), "metrics": metrics}
 
 

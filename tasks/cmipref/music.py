@@ -39,10 +39,29 @@ INSTRUMENTS = {
     "bright strings": Instrument(tuple(0.8**n for n in range(14)), 0.08, 2.5, "bright"),
     "bell": Instrument((1.0, 0.0, 0.6, 0.0, 0.5, 0.0, 0.4, 0.0, 0.3, 0.3), 0.002, 1.0, "bright"),
 }
-MOODS = {"major": ("happy", "uplifting", "playful", "sunny"),
-         "minor": ("melancholic", "tense", "dark", "wistful")}  # fmt: skip
-LYRIC_WORDS = ("la", "sun", "rain", "night", "fire", "home", "river", "heart", "light", "go",
-               "dancing", "shadow", "morning", "forever", "under", "broken", "golden")  # fmt: skip
+MOODS = {
+    "major": ("happy", "uplifting", "playful", "sunny"),
+    "minor": ("melancholic", "tense", "dark", "wistful"),
+}
+LYRIC_WORDS = (
+    "la",
+    "sun",
+    "rain",
+    "night",
+    "fire",
+    "home",
+    "river",
+    "heart",
+    "light",
+    "go",
+    "dancing",
+    "shadow",
+    "morning",
+    "forever",
+    "under",
+    "broken",
+    "golden",
+)
 
 
 @dataclass(frozen=True)
@@ -70,11 +89,15 @@ def random_description(rng: np.random.Generator, with_lyrics: bool) -> MusicDesc
         lines = [" ".join(rng.choice(LYRIC_WORDS, size=int(rng.integers(2, 5)))) for _ in range(2)]
         lyrics = " / ".join(lines)
     return MusicDescription(
-        tempo=float(rng.integers(14, 33) * 5), key=int(rng.integers(12)), mode=mode,
-        lead=lead, harmony=harmony, density=str(rng.choice(sorted(DENSITY_NOTES_PER_BEAT))),
+        tempo=float(rng.integers(14, 33) * 5),
+        key=int(rng.integers(12)),
+        mode=mode,
+        lead=lead,
+        harmony=harmony,
+        density=str(rng.choice(sorted(DENSITY_NOTES_PER_BEAT))),
         mood=tuple(str(m) for m in rng.choice(MOODS[mode], size=2, replace=False)),
         lyrics=lyrics,
-    )  # fmt: skip
+    )
 
 
 def describe(d: MusicDescription) -> str:
@@ -139,8 +162,11 @@ def synthesize(d: MusicDescription, seconds: float, sample_rate: int, seed: int)
     for bar in range(bars):
         degree = PROGRESSIONS[d.mode][bar % 4]
         root = tonic + steps[degree]
-        chord = [root, tonic + steps[(degree + 2) % 7] + 12 * ((degree + 2) // 7),
-                 tonic + steps[(degree + 4) % 7] + 12 * ((degree + 4) // 7)]  # fmt: skip
+        chord = [
+            root,
+            tonic + steps[(degree + 2) % 7] + 12 * ((degree + 2) // 7),
+            tonic + steps[(degree + 4) % 7] + 12 * ((degree + 4) // 7),
+        ]
         bar_start = bar * 4 * beat
         for note in chord:
             sound = _tone(INSTRUMENTS[d.harmony], midi_hz(note + 12), 4 * beat, sample_rate)

@@ -6,9 +6,9 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tasks.aoeb.encoders import EncoderParams
+from tasks.core.ray_train import ScalingParams
 from tasks.core.strict_model import StrictModel
-from tasks.mlm.params import ScalingParams
+from tasks.core.text_encoders import EncoderParams
 
 Modality = Literal["text", "text+lyrics", "text+ref", "all"]
 
@@ -45,9 +45,10 @@ class GenerateParams(StrictModel):
     severity: tuple[float, float] = Field(default=(0.3, 1.0), description="faults' range")
     second_fault_rate: float = Field(default=0.25, ge=0, le=1, description="clips with two")
     modalities: list[Modality] = Field(
-        default_factory=lambda: ["text", "text+lyrics", "text+ref", "all"], min_length=1,
+        default_factory=lambda: ["text", "text+lyrics", "text+ref", "all"],
+        min_length=1,
         description="cycled over the prompts (synth); real clips take what they have",
-    )  # fmt: skip
+    )
     test_prompts: int = Field(default=12, ge=1, description="held-out truth set (CMI-Pref)")
     finetune_prompts: int = Field(default=12, ge=1, description="truth-labelled fine-tune set")
     pairs_per_prompt: int = Field(default=8, ge=1, description="pool/fine-tune prompts")
@@ -79,9 +80,10 @@ class JudgeParams(StrictModel):
 
 class LabelParams(StrictModel):
     judges: list[JudgeParams] = Field(
-        default_factory=lambda: [JudgeParams()], min_length=1,
+        default_factory=lambda: [JudgeParams()],
+        min_length=1,
         description="each judges every pair in both orders; their margins are averaged",
-    )  # fmt: skip
+    )
     label_smoothing: float = Field(default=0.1, ge=0, lt=0.5)
     batch_size: int = Field(default=16, ge=1, description="pairs per Ray task")
 
@@ -141,3 +143,6 @@ class CmiprefParams(StrictModel):
     label: LabelParams = LabelParams()
     train: TrainParams = TrainParams()
     evaluate: EvaluateParams = EvaluateParams()
+
+
+SECTION = CmiprefParams  # params.yaml `cmipref`, registered with tasks.core.params

@@ -38,15 +38,20 @@ class RewardModelConfig:
 
 def _transformer(config: RewardModelConfig, depth: int) -> nn.TransformerEncoder:
     layer = nn.TransformerEncoderLayer(
-        config.d_model, config.heads, 4 * config.d_model, config.dropout, batch_first=True,
+        config.d_model,
+        config.heads,
+        4 * config.d_model,
+        config.dropout,
+        batch_first=True,
         norm_first=True,
-    )  # fmt: skip
+    )
     return nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
 
 
 def _head(width: int) -> nn.Sequential:
-    return nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.ReLU(),
-                         nn.Linear(4 * width, 1))  # fmt: skip
+    return nn.Sequential(
+        nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.ReLU(), nn.Linear(4 * width, 1)
+    )
 
 
 class LogMelEncoder(nn.Module):
@@ -56,9 +61,11 @@ class LogMelEncoder(nn.Module):
         super().__init__()
         d = config.d_model
         self.convs = nn.Sequential(
-            nn.Conv1d(config.n_mels, d, 5, stride=2, padding=2), nn.GELU(),
-            nn.Conv1d(d, d, 5, stride=2, padding=2), nn.GELU(),
-        )  # fmt: skip
+            nn.Conv1d(config.n_mels, d, 5, stride=2, padding=2),
+            nn.GELU(),
+            nn.Conv1d(d, d, 5, stride=2, padding=2),
+            nn.GELU(),
+        )
         self.position = nn.Parameter(torch.zeros(1, config.max_tokens, d))
         self.norm = nn.LayerNorm(d)
 
@@ -86,8 +93,9 @@ class CmiRewardModel(nn.Module):
     def prompt_tokens(self, text, lyrics, reference_mel, present) -> torch.Tensor:
         """(batch, 3, d): each slot its projection, or the null embedding when absent."""
         reference = self.audio(reference_mel).mean(dim=1)
-        slots = torch.stack([self.text_projection(text), self.lyrics_projection(lyrics),
-                             reference], dim=1)  # fmt: skip
+        slots = torch.stack(
+            [self.text_projection(text), self.lyrics_projection(lyrics), reference], dim=1
+        )
         mask = present.unsqueeze(-1).to(slots.dtype)
         slots = mask * slots + (1 - mask) * self.null.unsqueeze(0)
         return self.prompt_transformer(slots + self.slot.unsqueeze(0))
@@ -115,5 +123,8 @@ def save(model: CmiRewardModel, folder: Path) -> None:
 
 
 def load(folder: Path) -> CmiRewardModel:
-    return load_module(folder, lambda config: CmiRewardModel(RewardModelConfig(**config)),
-                       "not a CMI reward model; run `dvc repro cmipref-train`")  # fmt: skip
+    return load_module(
+        folder,
+        lambda config: CmiRewardModel(RewardModelConfig(**config)),
+        "not a CMI reward model; run `dvc repro cmipref-train`",
+    )

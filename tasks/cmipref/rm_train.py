@@ -38,8 +38,12 @@ class Tensors:
     def prompt(self, split: dict[str, Any], rows: Any, present: Any) -> tuple:
         take = {k: np.asarray(split[k])[rows] for k in ("text", "lyrics", "reference")}
         device = self.device
-        return (self.texts[take["text"]].to(device), self.texts[take["lyrics"]].to(device),
-                self.mels[take["reference"]].to(device), present.to(device))  # fmt: skip
+        return (
+            self.texts[take["text"]].to(device),
+            self.texts[take["lyrics"]].to(device),
+            self.mels[take["reference"]].to(device),
+            present.to(device),
+        )
 
     def clips(self, split: dict[str, Any], side: str, rows: Any) -> Any:
         return self.mels[np.asarray(split[side])[rows]].to(self.device)
@@ -47,8 +51,10 @@ class Tensors:
 
 def pair_rewards(model: Any, tensors: Tensors, split: dict[str, Any], rows: Any, present: Any):
     prompt = tensors.prompt(split, rows, present)
-    return (model(tensors.clips(split, "a", rows), *prompt),
-            model(tensors.clips(split, "b", rows), *prompt))  # fmt: skip
+    return (
+        model(tensors.clips(split, "a", rows), *prompt),
+        model(tensors.clips(split, "b", rows), *prompt),
+    )
 
 
 def preference_accuracy(model: Any, tensors: Tensors, split: dict[str, Any]) -> dict[str, float]:
@@ -74,9 +80,14 @@ def preference_accuracy(model: Any, tensors: Tensors, split: dict[str, Any]) -> 
 
 
 def run_steps(
-    model: Any, optimizer: Any, config: dict[str, Any], state: dict[str, Any],
-    tensors: Tensors, report: Callable[[dict[str, float]], None], rank: int = 0,
-) -> None:  # fmt: skip
+    model: Any,
+    optimizer: Any,
+    config: dict[str, Any],
+    state: dict[str, Any],
+    tensors: Tensors,
+    report: Callable[[dict[str, float]], None],
+    rank: int = 0,
+) -> None:
     import torch
 
     from tasks.cmipref.reward_model import bradley_terry_loss
@@ -90,8 +101,9 @@ def run_steps(
         for group in optimizer.param_groups:
             group["lr"] = rate
         rng = np.random.default_rng([config["seed"], state["step"], rank])
-        rows = rng.choice(len(split["a"]), size=min(config["batch_size"], len(split["a"])),
-                          replace=False)  # fmt: skip
+        rows = rng.choice(
+            len(split["a"]), size=min(config["batch_size"], len(split["a"])), replace=False
+        )
         present = np.asarray(split["present"])[rows].copy()
         keep = rng.random(present.shape) >= config["modality_dropout"]
         present = torch.as_tensor(present * keep, dtype=torch.float32)
@@ -108,9 +120,12 @@ def run_steps(
         if step % config["checkpoint_every"] and step not in (pretrain, total):
             continue
         dev = preference_accuracy(getattr(model, "module", model), tensors, config["dev"])
-        values = {"loss": float(np.mean(window)), "phase": 0.0 if phase == "pretrain" else 1.0,
-                  "pairs_per_second": len(window) * len(rows) / (time.perf_counter() - started),
-                  **{f"dev_{k}": v for k, v in dev.items()}}  # fmt: skip
+        values = {
+            "loss": float(np.mean(window)),
+            "phase": 0.0 if phase == "pretrain" else 1.0,
+            "pairs_per_second": len(window) * len(rows) / (time.perf_counter() - started),
+            **{f"dev_{k}": v for k, v in dev.items()},
+        }
         state["curve"].append({"step": step, **values})
         report(values)
         window, started = [], time.perf_counter()
@@ -122,8 +137,9 @@ def new_model(config: dict[str, Any]) -> tuple[Any, Any]:
     from tasks.cmipref.reward_model import CmiRewardModel, RewardModelConfig
 
     model = CmiRewardModel(RewardModelConfig(**config["model"]))
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config["learning_rate"],
-                                  weight_decay=config["weight_decay"])  # fmt: skip
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config["learning_rate"], weight_decay=config["weight_decay"]
+    )
     return model, optimizer
 
 
@@ -133,7 +149,7 @@ def train_loop(config: dict[str, Any]) -> None:
     import torch
 
     from tasks.cmipref.reward_model import load, save
-    from tasks.mlm.train_loop import MetricsLog
+    from tasks.core.train_loop import MetricsLog
 
     rank, _ = start_worker(config)
     model, optimizer = new_model(config)
@@ -166,5 +182,11 @@ def train_loop(config: dict[str, Any]) -> None:
 
 
 def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
-    return fit_torch(train_loop, config, storage, params.scaling, what="cmipref.train",
-                     max_failures=params.max_failures)  # fmt: skip
+    return fit_torch(
+        train_loop,
+        config,
+        storage,
+        params.scaling,
+        what="cmipref.train",
+        max_failures=params.max_failures,
+    )

@@ -56,10 +56,12 @@ def synth_clips(params: GenerateParams) -> Iterator[SourceClip]:
         if modality in ("text+ref", "all"):  # same style, another melody
             reference = synthesize(description, params.seconds, params.sample_rate, seed + 500_000)
         yield SourceClip(
-            prompt=describe(description), lyrics=description.lyrics, reference=reference,
+            prompt=describe(description),
+            lyrics=description.lyrics,
+            reference=reference,
             audio=synthesize(description, params.seconds, params.sample_rate, seed),
             description=description,
-        )  # fmt: skip
+        )
 
 
 def folder_clips(params: GenerateParams) -> Iterator[SourceClip]:
@@ -75,9 +77,11 @@ def folder_clips(params: GenerateParams) -> Iterator[SourceClip]:
         if row.get("reference"):
             reference = crop(decode(folder / row["reference"], params.sample_rate), samples)
         yield SourceClip(
-            prompt=row["text"], lyrics=row.get("lyrics") or None, reference=reference,
+            prompt=row["text"],
+            lyrics=row.get("lyrics") or None,
+            reference=reference,
             audio=crop(decode(folder / row["file"], params.sample_rate), samples),
-        )  # fmt: skip
+        )
 
 
 def hub_clips(params: GenerateParams) -> Iterator[SourceClip]:
@@ -95,9 +99,10 @@ def hub_clips(params: GenerateParams) -> Iterator[SourceClip]:
         data = audio.get("bytes") or Path(audio["path"])
         lyrics = row.get(source.lyrics_column) if source.lyrics_column else None
         yield SourceClip(
-            prompt=str(row[source.text_column]), lyrics=lyrics or None,
+            prompt=str(row[source.text_column]),
+            lyrics=lyrics or None,
             audio=crop(decode(data, params.sample_rate, f"{source.dataset} row {index}"), samples),
-        )  # fmt: skip
+        )
 
 
 def source_clips(params: GenerateParams) -> Iterator[SourceClip]:

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from tasks.aoeb.encoders import make_encoder
 from tasks.cmipref import rm_train
 from tasks.cmipref.features import FeatureBank, build_bank, clips_of
 from tasks.cmipref.params import CmiprefParams, TrainParams
@@ -33,6 +32,7 @@ from tasks.core.paths import repo_root, state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage
+from tasks.core.text_encoders import make_encoder
 
 log = get_logger("paperline.cmipref.train")
 LABELS, PAIRS, TRUTH, AUDIO = (
@@ -72,50 +72,79 @@ def training_data(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str
     clips = clips_of(every, ("audio_a", "audio_b", "reference_audio"))
     texts = [r["prompt"] for r in every] + [r["lyrics"] for r in every if r["lyrics"]]
     settings = params.train
-    bank = build_bank(clips, texts, inputs["audio"], params.generate.sample_rate,
-                      params.generate.seconds, settings.n_mels,
-                      make_encoder(settings.text_encoder))  # fmt: skip
+    bank = build_bank(
+        clips,
+        texts,
+        inputs["audio"],
+        params.generate.sample_rate,
+        params.generate.seconds,
+        settings.n_mels,
+        make_encoder(settings.text_encoder),
+    )
 
     def hard(rows: list[dict[str, Any]]) -> np.ndarray:
         dims = ("alignment", "musicality", "quality")
         return np.array([[truth_target(truth[r["pair_id"]][d]) for d in dims] for r in rows])
 
-    soft = np.array([[r["preference_alignment"], r["preference_musicality"], r["preference"]]
-                     for r in labels])  # fmt: skip
+    soft = np.array(
+        [[r["preference_alignment"], r["preference_musicality"], r["preference"]] for r in labels]
+    )
     return {
-        "bank": bank, "pretrain": split_arrays(bank, labels, soft),
+        "bank": bank,
+        "pretrain": split_arrays(bank, labels, soft),
         "finetune": split_arrays(bank, finetune, hard(finetune)),
         "dev": split_arrays(bank, dev, hard(dev)),
-    }  # fmt: skip
+    }
 
 
 def loop_config(settings: TrainParams, data: dict[str, Any]) -> dict[str, Any]:
     bank: FeatureBank = data["bank"]
     scaling = settings.scaling
     model = RewardModelConfig(
-        text_dim=int(bank.texts.shape[1]), n_mels=settings.n_mels, d_model=settings.d_model,
-        heads=settings.heads, prompt_depth=settings.prompt_depth,
-        joint_depth=settings.joint_depth, dropout=settings.dropout,
-    )  # fmt: skip
+        text_dim=int(bank.texts.shape[1]),
+        n_mels=settings.n_mels,
+        d_model=settings.d_model,
+        heads=settings.heads,
+        prompt_depth=settings.prompt_depth,
+        joint_depth=settings.joint_depth,
+        dropout=settings.dropout,
+    )
     return {
-        **settings.model_dump(include={
-            "batch_size", "pretrain_steps", "finetune_steps", "learning_rate",
-            "finetune_learning_rate", "weight_decay", "modality_dropout", "checkpoint_every",
-            "seed"}),
+        **settings.model_dump(
+            include={
+                "batch_size",
+                "pretrain_steps",
+                "finetune_steps",
+                "learning_rate",
+                "finetune_learning_rate",
+                "weight_decay",
+                "modality_dropout",
+                "checkpoint_every",
+                "seed",
+            }
+        ),
         "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
-        "model": model.__dict__, "mels": bank.mels, "texts": bank.texts,
+        "model": model.__dict__,
+        "mels": bank.mels,
+        "texts": bank.texts,
         **{split: data[split] for split in ("pretrain", "finetune", "dev")},
-    }  # fmt: skip
+    }
 
 
 def curve_csv(curve: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
-    fields = ["step", "loss", "dev_accuracy_overall", "dev_accuracy_musicality",
-              "dev_accuracy_alignment"]  # fmt: skip
+    fields = [
+        "step",
+        "loss",
+        "dev_accuracy_overall",
+        "dev_accuracy_musicality",
+        "dev_accuracy_alignment",
+    ]
     writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    writer.writerows({k: round(v, 5) if isinstance(v, float) else v for k, v in p.items()}
-                     for p in curve)  # fmt: skip
+    writer.writerows(
+        {k: round(v, 5) if isinstance(v, float) else v for k, v in p.items()} for p in curve
+    )
     return buffer.getvalue()
 
 
@@ -148,9 +177,7 @@ def reward_model_card(settings: TrainParams, metrics: dict[str, Any]) -> trackin
             "in general. Loading needs paperline installed (pickled tasks.cmipref module); "
             "inputs are log-mels (tasks.cmipref.audio.log_mel) and the text encoder's vectors."
         ),
-        metrics={
-            k: float(v) for k, v in metrics.items() if k.startswith("dev_") and v is not None
-        },  # fmt: skip
+        metrics={k: float(v) for k, v in metrics.items() if k.startswith("dev_") and v is not None},
     )
 
 
@@ -164,49 +191,74 @@ def run(
     config = loop_config(settings, data)
     config["tracking_uri"] = tracking.configure(runtime.mlflow)
     scratch = state_dir(repo_root()) / "ray" / "cmipref" / "train"
-    stable = {k: v for k, v in config.items() if k not in ("mels", "texts", "pretrain",
-                                                           "finetune", "dev")}  # fmt: skip
-    resuming = prepare_scratch(scratch, fingerprint(
-        stable, [inputs["labels"], inputs["pairs"], inputs["truth"]]))  # fmt: skip
+    stable = {
+        k: v for k, v in config.items() if k not in ("mels", "texts", "pretrain", "finetune", "dev")
+    }
+    resuming = prepare_scratch(
+        scratch, fingerprint(stable, [inputs["labels"], inputs["pairs"], inputs["truth"]])
+    )
     lineage = tracking.lineage_tags([LABELS, PAIRS, TRUTH])
     config["run_id"] = tracking.resumable_run_id(
         scratch, settings.experiment, runtime.mlflow, "cmi-rm-train", lineage, resuming
     )
-    log.info("cmipref.train: %d pseudo pairs, %d truth pairs, %d + %d steps%s",
-             len(data["pretrain"]["a"]), len(data["finetune"]["a"]), settings.pretrain_steps,
-             settings.finetune_steps, " (resuming)" if resuming else "")  # fmt: skip
+    log.info(
+        "cmipref.train: %d pseudo pairs, %d truth pairs, %d + %d steps%s",
+        len(data["pretrain"]["a"]),
+        len(data["finetune"]["a"]),
+        settings.pretrain_steps,
+        settings.finetune_steps,
+        " (resuming)" if resuming else "",
+    )
     checkpoint = rm_train.fit(config, scratch, settings)
     state = read_json(checkpoint / rm_train.STATE_FILE)
     model = load(checkpoint)
     last = state["curve"][-1]
     at_pretrain_end = next(p for p in state["curve"] if p["step"] == settings.pretrain_steps)
     metrics = {
-        "pseudo_pairs": len(data["pretrain"]["a"]), "finetune_pairs": len(data["finetune"]["a"]),
-        "dev_pairs": len(data["dev"]["a"]), "pretrain_steps": settings.pretrain_steps,
-        "finetune_steps": settings.finetune_steps, "final_loss": round(last["loss"], 4),
+        "pseudo_pairs": len(data["pretrain"]["a"]),
+        "finetune_pairs": len(data["finetune"]["a"]),
+        "dev_pairs": len(data["dev"]["a"]),
+        "pretrain_steps": settings.pretrain_steps,
+        "finetune_steps": settings.finetune_steps,
+        "final_loss": round(last["loss"], 4),
         **{k: round(v, 4) for k, v in last.items() if k.startswith("dev_")},
-        **{f"pretrain_only_{k}": round(v, 4) for k, v in at_pretrain_end.items()
-           if k.startswith("dev_")},
-        "text_encoder": settings.text_encoder.name, "resumed_from": state["resumed_from"],
-    }  # fmt: skip
+        **{
+            f"pretrain_only_{k}": round(v, 4)
+            for k, v in at_pretrain_end.items()
+            if k.startswith("dev_")
+        },
+        "text_encoder": settings.text_encoder.name,
+        "resumed_from": state["resumed_from"],
+    }
     card = reward_model_card(settings, metrics)
     registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
     with mlflow.start_run(run_id=config["run_id"]):
-        mlflow.log_params({k: v for k, v in stable.items() if k not in ("model", "tracking_uri",
-                                                                          "run_id")})  # fmt: skip
+        mlflow.log_params(
+            {k: v for k, v in stable.items() if k not in ("model", "tracking_uri", "run_id")}
+        )
         mlflow.log_params({f"model.{k}": v for k, v in config["model"].items()})
         mlflow.log_metrics({k: v for k, v in metrics.items() if isinstance(v, float)})
         mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
         requirement = f"torch=={metadata.version('torch').split('+')[0]}"
-        info = tracking.log_torch_model(model, "model", registry_card, None,
-                                        serialization_format="pickle",
-                                        pip_requirements=[requirement])  # fmt: skip
-        version = tracking.register_model(info.model_uri, settings.registered_model,
-                                          registry_card, "candidate")  # fmt: skip
+        info = tracking.log_torch_model(
+            model,
+            "model",
+            registry_card,
+            None,
+            serialization_format="pickle",
+            pip_requirements=[requirement],
+        )
+        version = tracking.register_model(
+            info.model_uri, settings.registered_model, registry_card, "candidate"
+        )
     (scratch / FINISHED_FILE).write_text(version)
-    log.info("cmipref.train: dev accuracy %s (pretrain only %s); registered %s v%s",
-             metrics.get("dev_accuracy_overall"), metrics.get("pretrain_only_dev_accuracy_overall"),
-             settings.registered_model, version)  # fmt: skip
+    log.info(
+        "cmipref.train: dev accuracy %s (pretrain only %s); registered %s v%s",
+        metrics.get("dev_accuracy_overall"),
+        metrics.get("pretrain_only_dev_accuracy_overall"),
+        settings.registered_model,
+        version,
+    )
     weights = Folder({name: checkpoint / name for name in ("config.json", "model.safetensors")})
     weights["README.md"] = card.to_markdown()
     return {"model": weights, "metrics": metrics, "curve": curve_csv(state["curve"])}

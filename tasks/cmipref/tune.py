@@ -37,8 +37,12 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
         raise InputError(f"tune cmipref: {missing[0]} missing; run `dvc repro cmipref-label`")
     init_ray(params.runtime.ray)
     data = training_data(params.cmipref, inputs)
-    base = {**loop_config(settings, data), "pretrain_steps": grid.steps, "finetune_steps": 0,
-            "checkpoint_every": max(1, grid.steps // 3)}  # fmt: skip
+    base = {
+        **loop_config(settings, data),
+        "pretrain_steps": grid.steps,
+        "finetune_steps": 0,
+        "checkpoint_every": max(1, grid.steps // 3),
+    }
     uri = tracking.configure(params.runtime.mlflow, root)
     experiment = tracking.ensure_experiment(
         f"{settings.experiment}-tune", params.runtime.mlflow, root
@@ -54,37 +58,53 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
         tags = {**lineage, "mlflow.parentRunId": parent}
         run_name = f"lr={lr:g} dropout={dropout:g}"
         run_id = client.create_run(experiment, run_name=run_name, tags=tags).info.run_id
-        config = {**base, "learning_rate": lr, "modality_dropout": dropout, "run_id": run_id,
-                  "tracking_uri": uri}  # fmt: skip
+        config = {
+            **base,
+            "learning_rate": lr,
+            "modality_dropout": dropout,
+            "run_id": run_id,
+            "tracking_uri": uri,
+        }
         for key in ("learning_rate", "modality_dropout", "pretrain_steps", "batch_size"):
             client.log_param(run_id, key, config[key])
         name = f"lr{lr:g}-drop{dropout:g}"
         prepare_scratch(storage / name, name)
         try:
-            fit_torch(rm_train.train_loop, config, storage / name, settings.scaling,
-                      what="tune cmipref", max_failures=0,
-                      callbacks=[TuneReportCallback()])  # fmt: skip
+            fit_torch(
+                rm_train.train_loop,
+                config,
+                storage / name,
+                settings.scaling,
+                what="tune cmipref",
+                max_failures=0,
+                callbacks=[TuneReportCallback()],
+            )
         finally:
             client.set_terminated(run_id)
 
     tuner = ray_runtime.tuner(
         tune.with_resources(driver, {"cpu": 0, "memory": 1}),  # the trainer's workers hold CPUs
-        name="rm-grid", storage=storage,
-        param_space={"learning_rate": tune.grid_search(grid.learning_rate),
-                     "modality_dropout": tune.grid_search(grid.modality_dropout)},
+        name="rm-grid",
+        storage=storage,
+        param_space={
+            "learning_rate": tune.grid_search(grid.learning_rate),
+            "modality_dropout": tune.grid_search(grid.modality_dropout),
+        },
         tune_config=tune.TuneConfig(metric=METRIC, mode="max", max_concurrent_trials=1),
-    )  # fmt: skip
+    )
     rows = []
     for result in tuner.fit():
         history = result.metrics_dataframe
-        rows.append({
-            "learning_rate": result.config["learning_rate"],
-            "modality_dropout": result.config["modality_dropout"],
-            "steps": int(history["step"].max()) if history is not None else 0,
-            "loss": float(history["loss"].iloc[-1]) if history is not None else float("nan"),
-            METRIC: float(history[METRIC].iloc[-1]) if history is not None else float("nan"),
-            "error": str(result.error) if result.error else "",
-        })  # fmt: skip
+        rows.append(
+            {
+                "learning_rate": result.config["learning_rate"],
+                "modality_dropout": result.config["modality_dropout"],
+                "steps": int(history["step"].max()) if history is not None else 0,
+                "loss": float(history["loss"].iloc[-1]) if history is not None else float("nan"),
+                METRIC: float(history[METRIC].iloc[-1]) if history is not None else float("nan"),
+                "error": str(result.error) if result.error else "",
+            }
+        )
     rows.sort(key=lambda row: -row[METRIC])
     best = rows[0]
     client.log_param(parent, "best_learning_rate", best["learning_rate"])

@@ -23,14 +23,31 @@ app = typer.Typer(
 )
 services_app = typer.Typer(help="Start, stop and check local servers on 127.0.0.1.")
 params_app = typer.Typer(help="Validate params.yaml; apply a named profile to it.")
-kg_app = typer.Typer(help="Query the knowledge graph the way the kg stages do.")
-scam_app = typer.Typer(help="Extract and judge URLs the way the scam audit does.")
+dvc_app = typer.Typer(help="Keep dvc.yaml in step with the stage declarations.")
 app.add_typer(services_app, name="services")
 app.add_typer(params_app, name="params")
-app.add_typer(kg_app, name="kg")
-app.add_typer(scam_app, name="scam")
-aoeb_app = typer.Typer(help="Score retrieval runs with MTEB's metrics, as aoeb's evaluation does.")
-app.add_typer(aoeb_app, name="aoeb")
+app.add_typer(dvc_app, name="dvc")
+
+
+def add_area_commands() -> None:
+    """`paperline <area> …`: each area that has a `tasks/<area>/cli.py` with a typer `app`."""
+    import importlib
+    import pkgutil
+
+    import tasks
+
+    for found in sorted(pkgutil.iter_modules(tasks.__path__), key=lambda m: m.name):
+        if not found.ispkg or found.name == "core":
+            continue
+        name = f"tasks.{found.name}.cli"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue
+            raise
+        app.add_typer(module.app, name=found.name)
+
 
 ServiceName = Annotated[
     str | None,
@@ -147,6 +164,27 @@ def doctor(
     typer.echo("clear both with `paperline doctor --clear-jit-cache`")
 
 
+@dvc_app.command("sync")
+def dvc_sync(
+    check: Annotated[
+        bool, typer.Option("--check", help="Only report; exit 1 when dvc.yaml is out of date.")
+    ] = False,
+) -> None:
+    """Write each stage's deps into dvc.yaml: its declared data inputs, then every project
+    module it imports (transitively, tasks/core included), so editing any of them makes
+    `dvc status` report the stage. Run it after adding a stage or an import."""
+    from tasks.core.code_deps import sync_dvc_yaml
+
+    changed = sync_dvc_yaml(repo_root(), write=not check)
+    if not changed:
+        typer.echo("dvc.yaml: every stage's deps match its declaration")
+        return
+    verb = "out of date" if check else "rewrote the deps of"
+    typer.echo(f"dvc.yaml: {verb} {len(changed)} stages: {', '.join(changed)}")
+    if check:
+        raise typer.Exit(1)
+
+
 @params_app.command("check")
 def params_check(
     path: Annotated[Path | None, typer.Argument(help="Defaults to the repository's.")] = None,
@@ -180,162 +218,6 @@ def params_profile(
         typer.echo(f"  {path}")
 
 
-OBJECT_HELP = "Object: an item, or a value with --answer-type date, number or rank."
-ENDPOINT_HELP = "SPARQL endpoint URL; default: kg.sparql in params.yaml (the local slice)."
-
-
-@kg_app.command("paths")
-def kg_paths(
-    subject: Annotated[str, typer.Option(help="Subject item, e.g. Q42.")],
-    object_: Annotated[str, typer.Option("--object", help=OBJECT_HELP)],
-    max_hops: Annotated[int, typer.Option(min=1, max=2, help="1 or 2.")] = 2,
-    endpoint: Annotated[str | None, typer.Option(help=ENDPOINT_HELP)] = None,
-    answer_type: Annotated[str, typer.Option(help="entity, date, number or rank.")] = "entity",
-    filter_paths: Annotated[
-        bool, typer.Option("--filter/--no-filter", help="MultiHal's path filter.")
-    ] = True,
-    all_hops: Annotated[
-        bool, typer.Option("--all-hops", help="Also 2-hop paths when a 1-hop one exists.")
-    ] = False,
-) -> None:
-    """Print the paths between two entities as JSON lines, through the kg.mine miner,
-    cache and filters: {"hops": n, "path": ["Q…", "P…", "Q…", …]}."""
-    import json
-
-    from tasks.core.params import load_params
-    from tasks.kg.paths_query import paths_between
-
-    root = repo_root()
-    params = load_params(root / "params.yaml")
-    found = paths_between(params, root, subject, object_, answer_type=answer_type,
-                          max_hops=max_hops, endpoint_url=endpoint, use_filter=filter_paths,
-                          all_hops=all_hops)  # fmt: skip
-    for path in found:
-        typer.echo(json.dumps({"hops": len(path) // 2, "path": list(path)}))
-
-
-@scam_app.command("urls")
-def scam_urls(
-    file: Annotated[str, typer.Argument(help="A file of LLM output (code or markdown), or -.")],
-) -> None:
-    """Print the URLs the audit would extract, one normalized URL per line."""
-    from tasks.scam.urls import extract_urls
-
-    if file == "-":
-        text = sys.stdin.read()
-    else:
-        try:
-            text = Path(file).read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise UserError(f"scam urls: cannot read {file} ({exc.strerror})") from None
-    for url in extract_urls(text):
-        typer.echo(url)
-
-
-@scam_app.command("check")
-def scam_check(
-    urls: Annotated[list[str], typer.Argument(help="URLs or bare domains.")],
-) -> None:
-    """Print the oracle's verdict per URL: URL, malicious|clean, detectors that fired,
-    reasons (tab-separated). Uses the blocklists of params.yaml `scam.blocklist` plus each
-    external detector whose API key is set. Exit status 1 when any URL is malicious."""
-    from tasks.core.params import load_params
-    from tasks.scam.blocklist import Blocklist, read_sources
-    from tasks.scam.oracle import Oracle
-    from tasks.scam.urls import normalize_url
-
-    root = repo_root()
-    params = load_params(root / "params.yaml").scam
-    blocklist = Blocklist(read_sources(root / "data/seed/scam/blocklists",
-                                       params.blocklist.sources))  # fmt: skip
-    normalized = {}
-    for url in urls:
-        value = normalize_url(url if "://" in url else f"http://{url}")
-        if value is None:
-            raise UserError(f"scam check: '{url}' is not an http(s) URL or a domain")
-        normalized[url] = value
-    verdicts = Oracle.from_params(params.oracle, blocklist).judge(normalized.values())
-    for value in normalized.values():
-        verdict = verdicts[value]
-        typer.echo("\t".join([value, "malicious" if verdict.is_malicious else "clean",
-                              ",".join(verdict.detectors_triggered) or "-",
-                              "; ".join(verdict.reasons)]))  # fmt: skip
-    if any(verdicts[v].is_malicious for v in normalized.values()):
-        raise typer.Exit(1)
-
-
-@scam_app.command("benign-hosts")
-def scam_benign_hosts(
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
-    ] = None,
-) -> None:
-    """Print the URL guard's benign hosts (installed packages' homepage/project URLs and the
-    standard library's URLs, less anything the blocklists flag): the snapshot that
-    data/seed/scam/benign_hosts.txt holds."""
-    from tasks.core.io import write_file
-    from tasks.core.params import load_params
-    from tasks.scam.benign_hosts import benign_hosts, package_urls, snapshot_text, stdlib_urls
-    from tasks.scam.blocklist import Blocklist, read_sources
-
-    root = repo_root()
-    params = load_params(root / "params.yaml").scam
-    blocklist = Blocklist(read_sources(root / "data/seed/scam/blocklists",
-                                       params.blocklist.sources))  # fmt: skip
-    hosts = benign_hosts([*package_urls(), *stdlib_urls()], blocklist)
-    text = snapshot_text(hosts)
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        write_file(output, text)
-        typer.echo(f"{len(hosts)} hosts → {output}", err=True)
-
-
-QRELS_HELP = (
-    "Relevance judgments: MTEB/BEIR TSV (query-id, corpus-id, score; header line) "
-    "or TREC qrels (qid 0 docid relevance; no header)."
-)
-RUN_HELP = "TREC run: qid Q0 docid rank score tag (ranked by score; the rank column is ignored)."
-K_HELP = "Comma-separated cutoffs, e.g. 1,5,10."
-K_DEFAULT = "MTEB's 1,3,5,10,20,100,1000"
-
-
-@aoeb_app.command("score")
-def aoeb_score(
-    qrels: Annotated[Path, typer.Option(help=QRELS_HELP, exists=True, dir_okay=False)],
-    run: Annotated[Path, typer.Option(help=RUN_HELP, exists=True, dir_okay=False)],
-    k: Annotated[str | None, typer.Option("--k", help=K_HELP, show_default=K_DEFAULT)] = None,
-) -> None:
-    """Print a run's MTEB retrieval scores as JSON: ndcg_at_k, map_at_k,
-    recall_at_k, precision_at_k, mrr_at_k per cutoff, and main_score (ndcg_at_10).
-
-    Per query, then averaged over the run's queries with a relevant document
-    (relevance > 0). Ties in score rank by document id descending, as in trec_eval.
-    Queries left out are counted on stderr."""
-    import json
-
-    from tasks.aoeb.metrics import DEFAULT_K, parse_k, query_coverage, retrieval_scores
-    from tasks.aoeb.trec import read_qrels, read_run
-
-    try:
-        cutoffs = parse_k(int(part) for part in k.split(",")) if k else DEFAULT_K
-    except ValueError:
-        raise typer.BadParameter(
-            f"{k!r}: give comma-separated positive integers, e.g. 1,5,10", param_hint="--k"
-        ) from None
-    judged, ranked = read_qrels(qrels), read_run(run)
-    scores = retrieval_scores(judged, ranked, cutoffs)
-    typer.echo(json.dumps(scores, indent=2))
-    coverage = query_coverage(judged, ranked)
-    if coverage["run_without_relevant"] or coverage["relevant_not_in_run"]:
-        typer.echo(
-            f"aoeb score: {coverage['scored']} queries scored; left out: "
-            f"{coverage['run_without_relevant']} run queries without a relevant document, "
-            f"{coverage['relevant_not_in_run']} judged queries missing from the run",
-            err=True,
-        )
-
-
 def _names(name: str | None) -> tuple[str, ...]:
     from tasks.core.services import SERVICES
 
@@ -351,10 +233,6 @@ def services_up(name: ServiceName = None) -> None:
     for each in _names(name):
         state = services.up(each, runtime)
         typer.echo(state.describe())
-        if each == "oxigraph":
-            from tasks.kg.endpoint import serve_slice_note
-
-            typer.echo(serve_slice_note(state.url, repo_root()))
 
 
 @services_app.command("down")
@@ -378,6 +256,8 @@ def services_status(name: ServiceName = None) -> None:
         typer.echo(services.status(each, runtime).describe())
 
 
+add_area_commands()
+
 # A write the disk refused (full, over quota, over a file-size limit): the user's to fix.
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
@@ -397,9 +277,11 @@ def main() -> None:
         if error.errno not in DISK_FULL:
             raise
         where = f"{error.filename}: " if error.filename else ""
-        typer.echo(f"{where}write failed ({error.strerror}); free disk space and re-run: "
-                   "outputs are written whole or not at all, the previous ones are intact",
-                   err=True)  # fmt: skip
+        typer.echo(
+            f"{where}write failed ({error.strerror}); free disk space and re-run: "
+            "outputs are written whole or not at all, the previous ones are intact",
+            err=True,
+        )
         sys.exit(2)
 
 

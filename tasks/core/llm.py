@@ -13,9 +13,15 @@ from tasks.core.errors import UserError
 
 class ChatModel:
     def __init__(
-        self, base_url: str, model: str, api_key_env: str, temperature: float,
-        seed: int | None = None, params_key: str = "", offline_choice: str = "",
-    ) -> None:  # fmt: skip
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str,
+        temperature: float,
+        seed: int | None = None,
+        params_key: str = "",
+        offline_choice: str = "",
+    ) -> None:
         from openai import OpenAI
 
         key = os.environ.get(api_key_env)
@@ -29,22 +35,31 @@ class ChatModel:
         self.name = f"openai:{model}"
 
     def ask(
-        self, prompt: str, system: str = "", max_tokens: int | None = None,
+        self,
+        prompt: str,
+        system: str = "",
+        max_tokens: int | None = None,
         seed: int | None = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """One user turn (after an optional system message); the reply's text, stripped."""
         return self.ask_content(prompt, system, max_tokens, seed)
 
     def ask_content(
-        self, content: str | list[dict], system: str = "", max_tokens: int | None = None,
+        self,
+        content: str | list[dict],
+        system: str = "",
+        max_tokens: int | None = None,
         seed: int | None = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """Like `ask`, with the user turn as content parts (text, `input_audio`, images)."""
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": content})
         limit = {"max_tokens": max_tokens} if max_tokens else {}
         reply = self.client.chat.completions.create(
-            model=self.model, temperature=self.temperature,
-            seed=self.seed if seed is None else seed, messages=messages, **limit,
-        )  # fmt: skip
+            model=self.model,
+            temperature=self.temperature,
+            seed=self.seed if seed is None else seed,
+            messages=messages,
+            **limit,
+        )
         return (reply.choices[0].message.content or "").strip()

@@ -1,27 +1,28 @@
-"""Typed params.yaml: every tunable, validated at load, errors that name the key path."""
+"""Typed params.yaml: every tunable, validated at load, errors that name the key path.
+
+`runtime` is core's; every other top-level section belongs to the area of that name, whose
+`tasks/<area>/params.py` registers its model as `SECTION` (core imports no area by name).
+"""
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
+import pkgutil
 import types
 import typing
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, create_model
 from ruamel.yaml import YAML, YAMLError
 
-from tasks.aoeb.params import AoebParams
-from tasks.cmipref.params import CmiprefParams
+import tasks
 from tasks.core.errors import ParamsError
 from tasks.core.paths import repo_root
 from tasks.core.strict_model import StrictModel
-from tasks.corpus.params import CorpusParams
-from tasks.deltastack.params import DeltaStackParams
-from tasks.kg.params import KgParams
-from tasks.mlm.params import MlmParams
-from tasks.scam.params import ScamParams
 
 
 class RayParams(StrictModel):
@@ -78,16 +79,39 @@ class RuntimeParams(StrictModel):
 
 
 class Params(StrictModel):
-    """The whole params.yaml: `runtime` plus one section per area (each area owns its model)."""
+    """The whole params.yaml: `runtime`, then one section per area (`params_model()` adds
+    them); a loaded instance has an attribute per area, e.g. `params.kg`."""
 
     runtime: RuntimeParams = RuntimeParams()
-    corpus: CorpusParams
-    mlm: MlmParams = MlmParams()
-    kg: KgParams = KgParams()
-    scam: ScamParams = ScamParams()
-    deltastack: DeltaStackParams = DeltaStackParams()
-    aoeb: AoebParams = AoebParams()
-    cmipref: CmiprefParams = CmiprefParams()
+
+
+def area_sections() -> dict[str, tuple[type[StrictModel], bool]]:
+    """Area name → (its params model, required), from every `tasks/<area>/params.py` that
+    registers a SECTION (and SECTION_REQUIRED when params.yaml must hold it)."""
+    sections = {}
+    for found in sorted(pkgutil.iter_modules(tasks.__path__), key=lambda m: m.name):
+        if not found.ispkg or found.name == "core":
+            continue
+        name = f"tasks.{found.name}.params"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                continue  # an area without params
+            raise
+        if (section := getattr(module, "SECTION", None)) is not None:
+            sections[found.name] = (section, getattr(module, "SECTION_REQUIRED", False))
+    return sections
+
+
+@cache
+def params_model() -> type[Params]:
+    """Params with each area's section; an optional section defaults to its model's."""
+    fields = {
+        area: (model, ... if required else model())
+        for area, (model, required) in area_sections().items()
+    }
+    return create_model("Params", __base__=Params, **fields)
 
 
 def load_params(path: Path | None = None) -> Params:
@@ -118,11 +142,12 @@ def parse_params(raw: Any, source: str = "params.yaml") -> Params:
     """Validate an in-memory mapping (tests feed params this way)."""
     if not isinstance(raw, dict):
         raise ParamsError(f"{source}: expected a mapping of sections at the top level")
+    model = params_model()
     try:
-        return Params.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise ParamsError(f"{source}: {describe_error(first, Params)}") from None
+        raise ParamsError(f"{source}: {describe_error(first, model)}") from None
 
 
 def describe_error(error: dict[str, Any], model: type[BaseModel]) -> str:

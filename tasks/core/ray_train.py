@@ -11,8 +11,27 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from tasks.core.errors import WorkerFailure
 from tasks.core.ray_runtime import worker_failure
+from tasks.core.strict_model import StrictModel
+
+
+class ScalingParams(StrictModel):
+    """Ray Train's ScalingConfig: how many workers and what each one holds.
+
+    Leave at least one CPU of the cluster unclaimed by workers when training reads a Ray
+    dataset (mlm's shards): its read tasks need a CPU and wait while the workers hold all.
+    """
+
+    num_workers: int = Field(default=1, ge=1)
+    use_gpu: bool = False
+    cpus_per_worker: float = Field(default=1, gt=0)
+    torch_threads: int | None = Field(
+        default=None, ge=1, description="intra-op threads per worker; null = cpus_per_worker"
+    )
+    gpus_per_worker: float | None = Field(default=None, gt=0)
 
 
 def start_worker(config: Mapping[str, Any]) -> tuple[int, int]:
@@ -38,8 +57,8 @@ def fit_torch(
     keep_checkpoints: int = 1,
     callbacks: Sequence[Any] = (),
 ) -> Path:
-    """Fit under `storage`; the last checkpoint's folder. `scaling` has num_workers,
-    cpus_per_worker, use_gpu (and optionally gpus_per_worker)."""
+    """Fit under `storage`; the last checkpoint's folder. `scaling`: a ScalingParams, or
+    any params with its num_workers, cpus_per_worker, use_gpu (gpus_per_worker optional)."""
     import ray
     import ray.train
     from ray.train.torch import TorchTrainer
@@ -51,18 +70,20 @@ def fit_torch(
         train_loop,
         train_loop_config=config,
         scaling_config=ray.train.ScalingConfig(
-            num_workers=scaling.num_workers, use_gpu=scaling.use_gpu,
+            num_workers=scaling.num_workers,
+            use_gpu=scaling.use_gpu,
             resources_per_worker=resources,
         ),
         run_config=ray.train.RunConfig(
-            name=storage.name, storage_path=str(storage.parent),
+            name=storage.name,
+            storage_path=str(storage.parent),
             failure_config=ray.train.FailureConfig(max_failures=max_failures),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=keep_checkpoints),
             callbacks=list(callbacks),
             logging_config=ray.LoggingConfig(log_level="WARNING"),  # not every report
         ),
         datasets=dict(datasets or {}),
-    )  # fmt: skip
+    )
     started = time.time()
     try:
         result = trainer.fit()

@@ -33,6 +33,9 @@ class Stage:
     params_key: str  # dotted path of this stage's section in params.yaml
     inputs: Mapping[str, str]  # role -> repo-relative path
     outputs: Mapping[str, str]  # role -> repo-relative path
+    # paths DVC also watches that `run` does not read as inputs (e.g. the DVC folder of a
+    # model the stage loads from the registry); its code deps are derived (code_deps)
+    data_deps: tuple[str, ...] = ()
     uses_ray: bool = False  # the door connects Ray (local or $RAY_ADDRESS) before `run`
     uses_runtime: bool = False  # `run` also gets `runtime=` (MLflow store, Ray, services)
 

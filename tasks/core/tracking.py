@@ -131,9 +131,13 @@ def start_run(
 
 
 def resumable_run_id(
-    scratch: Path, experiment: str, params: MlflowParams, run_name: str,
-    tags: Mapping[str, str], resuming: bool,
-) -> str:  # fmt: skip
+    scratch: Path,
+    experiment: str,
+    params: MlflowParams,
+    run_name: str,
+    tags: Mapping[str, str],
+    resuming: bool,
+) -> str:
     """The MLflow run a training job logs to, kept in its scratch folder: a resumed job
     keeps logging to the run it started, a fresh one creates a run."""
     import json
@@ -217,9 +221,12 @@ def log_transformers_model(
     packages = ("torch", "transformers", "tokenizers")
     requirements = [f"{pkg}=={version(pkg).split('+')[0]}" for pkg in packages]
     info = mlflow.transformers.log_model(
-        transformers_model={"model": model, "tokenizer": tokenizer}, name=name, task=task,
-        pip_requirements=requirements, model_card=HubModelCard(card.to_markdown()),
-    )  # fmt: skip
+        transformers_model={"model": model, "tokenizer": tokenizer},
+        name=name,
+        task=task,
+        pip_requirements=requirements,
+        model_card=HubModelCard(card.to_markdown()),
+    )
     mlflow.log_text(card.to_markdown(), f"{name}/{MODEL_CARD_FILE}")
     return info
 

@@ -56,15 +56,17 @@ def signature_batch(batch: pa.Table, params: DedupParams) -> pa.Table:
 def bucket_batch(batch: pa.Table, bands: int, rows: int) -> pa.Table:
     """One row per (document, band): the band's hash is the bucket."""
     docs, band_ids, buckets = [], [], []
-    for doc, sig in zip(batch.column("doc").to_pylist(), batch.column("signature").to_pylist(),
-                        strict=True):  # fmt: skip
+    for doc, sig in zip(
+        batch.column("doc").to_pylist(), batch.column("signature").to_pylist(), strict=True
+    ):
         hashes = minhash.band_hashes(np.asarray(sig, dtype=np.uint32), bands, rows)
         docs += [doc] * bands
         band_ids += range(bands)
         buckets += hashes
-    return pa.table({"doc": docs, "band": band_ids, "bucket": buckets},
-                    schema=pa.schema([("doc", pa.int64()), ("band", pa.int64()),
-                                      ("bucket", pa.int64())]))  # fmt: skip
+    return pa.table(
+        {"doc": docs, "band": band_ids, "bucket": buckets},
+        schema=pa.schema([("doc", pa.int64()), ("band", pa.int64()), ("bucket", pa.int64())]),
+    )
 
 
 def partition_buckets(signatures: pa.Table, bands: int, rows: int, partitions: int) -> list:
@@ -104,8 +106,9 @@ def candidate_pairs(signatures: list, bands: int, rows: int) -> set[tuple[int, i
     reduced = [reducer.remote(*[m[p] for m in mapped]) for p in range(partitions)]
     found: set[tuple[int, int]] = set()
     for table in gather(reduced, "corpus.dedup band shuffle", since=started):
-        found.update(zip(table.column("left").to_pylist(), table.column("right").to_pylist(),
-                         strict=True))  # fmt: skip
+        found.update(
+            zip(table.column("left").to_pylist(), table.column("right").to_pylist(), strict=True)
+        )
     return found
 
 
@@ -131,8 +134,13 @@ def compute_signatures(docs: pa.Table, params: DedupParams) -> tuple[list, pa.Ta
     indexed = docs.select(["text", "script"]).append_column(
         "doc", pa.array(range(docs.num_rows), pa.int64())
     )
-    signatures = map_table(indexed, signature_batch, batch_size=params.batch_size,
-                           num_workers=params.num_workers, params=params)  # fmt: skip
+    signatures = map_table(
+        indexed,
+        signature_batch,
+        batch_size=params.batch_size,
+        num_workers=params.num_workers,
+        params=params,
+    )
     return signatures, collect(signatures).sort_by("doc")
 
 
@@ -153,8 +161,11 @@ def deduplicate(docs: pa.Table, params: DedupParams) -> tuple[pa.Table, pa.Table
     pairs = {(a, b) for a, b in candidate_pairs(signatures, bands, rows) if unique[a] and unique[b]}
     if params.verify:
         sigs = table.column("signature").to_numpy(zero_copy_only=False)
-        pairs = {(a, b) for a, b in pairs
-                 if minhash.estimated_jaccard(sigs[a], sigs[b]) >= params.threshold}  # fmt: skip
+        pairs = {
+            (a, b)
+            for a, b in pairs
+            if minhash.estimated_jaccard(sigs[a], sigs[b]) >= params.threshold
+        }
     near_of = clusters(n, pairs)
 
     ids = docs.column("id").to_pylist()

@@ -75,11 +75,18 @@ def _label_language(text: str, lang: str, params: FilterParams) -> tuple[str, st
 def check_document(row: Mapping[str, Any], params: FilterParams) -> dict[str, Any]:
     """One document's verdict: the kept record's fields plus `reason`/`detail` (None = kept)."""
     verdict: dict[str, Any] = {
-        "id": row["id"], "lang": row["lang"] or UNDETERMINED, "script": row["script"] or "Zyyy",
-        "bcp47": row.get("bcp47") or row["lang"] or UNDETERMINED, "source": row["source"],
-        "n_chars": int(row.get("n_chars") or 0), "n_words": 0, "lang_source": "declared",
-        "reason": None, "detail": None, "text": "",
-    }  # fmt: skip
+        "id": row["id"],
+        "lang": row["lang"] or UNDETERMINED,
+        "script": row["script"] or "Zyyy",
+        "bcp47": row.get("bcp47") or row["lang"] or UNDETERMINED,
+        "source": row["source"],
+        "n_chars": int(row.get("n_chars") or 0),
+        "n_words": 0,
+        "lang_source": "declared",
+        "reason": None,
+        "detail": None,
+        "text": "",
+    }
     raw = row["text"]
     if raw is not None and len(raw) > params.max_chars:
         return {**verdict, "reason": "too_long", "detail": f"{len(raw)} > {params.max_chars}"}
@@ -118,8 +125,13 @@ def _split(verdicts: pa.Table) -> tuple[pa.Table, pa.Table]:
 
 def filter_documents(docs: pa.Table, params: FilterParams) -> tuple[pa.Table, pa.Table]:
     """(kept, dropped) for a documents table, computed in Ray tasks."""
-    verdicts = map_table(docs, filter_batch, batch_size=params.batch_size,
-                         num_workers=params.num_workers, params=params)  # fmt: skip
+    verdicts = map_table(
+        docs,
+        filter_batch,
+        batch_size=params.batch_size,
+        num_workers=params.num_workers,
+        params=params,
+    )
     return _split(collect(verdicts))
 
 
@@ -141,8 +153,12 @@ def run(params: FilterParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     docs = read_parquet(inputs["docs"])
     kept, dropped = filter_documents(docs, params)
     metrics = filter_metrics(docs.num_rows, kept, dropped)
-    log.info("kept %d of %d documents; dropped %s", kept.num_rows, docs.num_rows,
-             metrics["dropped_by_reason"])  # fmt: skip
+    log.info(
+        "kept %d of %d documents; dropped %s",
+        kept.num_rows,
+        docs.num_rows,
+        metrics["dropped_by_reason"],
+    )
     return {"filtered": kept, "dropped": dropped, "metrics": metrics}
 
 

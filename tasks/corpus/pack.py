@@ -45,18 +45,23 @@ def tokenize_batch(batch: pa.Table, tokenizer_json: str) -> pa.Table:
 
     tokenizer = Tokenizer.from_str(tokenizer_json)
     encodings = tokenizer.encode_batch(batch.column("text").to_pylist(), add_special_tokens=False)
-    return pa.table({
-        "doc": batch.column("doc"),
-        "ids": pa.array([e.ids for e in encodings], type=pa.list_(pa.int32())),
-    })  # fmt: skip
+    return pa.table(
+        {
+            "doc": batch.column("doc"),
+            "ids": pa.array([e.ids for e in encodings], type=pa.list_(pa.int32())),
+        }
+    )
 
 
 def tokenize_documents(texts: pa.Array, tokenizer_json: str, params: PackParams) -> list[list[int]]:
     table = pa.table({"text": texts, "doc": pa.array(range(len(texts)), pa.int64())})
     tokenized = map_table(
-        table, tokenize_batch, batch_size=params.batch_size, num_workers=params.num_workers,
+        table,
+        tokenize_batch,
+        batch_size=params.batch_size,
+        num_workers=params.num_workers,
         tokenizer_json=tokenizer_json,
-    )  # fmt: skip
+    )
     return collect(tokenized).sort_by("doc").column("ids").to_pylist()
 
 
@@ -105,12 +110,18 @@ def pack_phase(
 ) -> Folder:
     # each document costs its tokens plus one [SEP]
     sample = sample_by_language(
-        langs, [len(x) + 1 for x in ids], phase["probabilities"], phase["token_budget"],
+        langs,
+        [len(x) + 1 for x in ids],
+        phase["probabilities"],
+        phase["token_budget"],
         params.seed,
-    )  # fmt: skip
+    )
     pieces = (ids[i][: max(take - 1, 0)] for i, take in sample.picks)
-    sequences = list(pack_sequences(pieces, phase["sequence_length"], special["[CLS]"],
-                                    special["[SEP]"], special["[PAD]"]))  # fmt: skip
+    sequences = list(
+        pack_sequences(
+            pieces, phase["sequence_length"], special["[CLS]"], special["[SEP]"], special["[PAD]"]
+        )
+    )
     files = Folder()
     shards = []
     for start in range(0, len(sequences), params.shard_sequences):
@@ -186,8 +197,13 @@ def run(params: PackParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
             "languages": len(manifest["languages"]),
             "max_epochs": max(manifest["epochs_per_language"].values()),
         }
-        log.info("%s: %d sequences, %d tokens, %d languages", phase["name"],
-                 manifest["sequences"], manifest["tokens"], len(manifest["languages"]))  # fmt: skip
+        log.info(
+            "%s: %d sequences, %d tokens, %d languages",
+            phase["name"],
+            manifest["sequences"],
+            manifest["tokens"],
+            len(manifest["languages"]),
+        )
     heldout_tokens = sum(len(s) - 2 for s in heldout.column("input_ids").to_pylist())
     metrics["heldout"] = {"languages": heldout.num_rows, "tokens": heldout_tokens}
     return {"shards": shards, "heldout": heldout, "metrics": metrics}

@@ -110,13 +110,34 @@ class PhaseParams(StrictModel):
 def _mmbert_phases() -> list[PhaseParams]:
     """mmBERT's three phases, with language counts and budgets scaled to the embedded default."""
     return [
-        PhaseParams(name="pretrain", languages=20, temperature=0.7, token_budget=400_000,
-                    mask_ratio=0.30, sequence_length=128, reference_column="pretrain"),
-        PhaseParams(name="mid", languages=60, temperature=0.5, token_budget=150_000,
-                    mask_ratio=0.15, sequence_length=256, reference_column="ext"),
-        PhaseParams(name="decay", languages="all", temperature=0.3, token_budget=50_000,
-                    mask_ratio=0.05, sequence_length=256, reference_column="decay-all"),
-    ]  # fmt: skip
+        PhaseParams(
+            name="pretrain",
+            languages=20,
+            temperature=0.7,
+            token_budget=400_000,
+            mask_ratio=0.30,
+            sequence_length=128,
+            reference_column="pretrain",
+        ),
+        PhaseParams(
+            name="mid",
+            languages=60,
+            temperature=0.5,
+            token_budget=150_000,
+            mask_ratio=0.15,
+            sequence_length=256,
+            reference_column="ext",
+        ),
+        PhaseParams(
+            name="decay",
+            languages="all",
+            temperature=0.3,
+            token_budget=50_000,
+            mask_ratio=0.05,
+            sequence_length=256,
+            reference_column="decay-all",
+        ),
+    ]
 
 
 class ScheduleParams(StrictModel):
@@ -165,3 +186,7 @@ class CorpusParams(StrictModel):
     schedule: ScheduleParams = ScheduleParams()
     tokenizer: TokenizerParams = TokenizerParams()
     pack: PackParams = PackParams()
+
+
+SECTION = CorpusParams  # params.yaml `corpus`, registered with tasks.core.params
+SECTION_REQUIRED = True  # a params.yaml without it is refused, not run on defaults

@@ -38,8 +38,9 @@ def sampling_probabilities(counts: Mapping[str, float], temperature: float) -> d
 
 def corpus_counts(docs: pa.Table) -> dict[str, int]:
     counts: Counter[str] = Counter()
-    for lang, n in zip(docs.column("lang").to_pylist(), docs.column("n_chars").to_pylist(),
-                       strict=True):  # fmt: skip
+    for lang, n in zip(
+        docs.column("lang").to_pylist(), docs.column("n_chars").to_pylist(), strict=True
+    ):
         counts[lang] += n
     return dict(counts)
 
@@ -59,8 +60,9 @@ def reference_counts(path: Path) -> dict[str, dict[str, int]]:
             try:
                 columns.setdefault(column, {})[row["language"]] = int(value)
             except (TypeError, ValueError):
-                raise InputError(f"{path}: line {number}: column {column!r}: "
-                                 f"expected an integer, got {value!r}") from None  # fmt: skip
+                raise InputError(
+                    f"{path}: line {number}: column {column!r}: expected an integer, got {value!r}"
+                ) from None
     return columns
 
 
@@ -90,9 +92,11 @@ def plan_phases(
     for phase in params.phases:
         if params.use_reference_counts:
             if phase.reference_column not in reference:
-                raise InputError(f"params.yaml: corpus.schedule: phase {phase.name}: "
-                                 f"reference_column {phase.reference_column!r} is not in "
-                                 f"language_counts.csv ({', '.join(reference)})")  # fmt: skip
+                raise InputError(
+                    f"params.yaml: corpus.schedule: phase {phase.name}: "
+                    f"reference_column {phase.reference_column!r} is not in "
+                    f"language_counts.csv ({', '.join(reference)})"
+                )
             column = reference[phase.reference_column]
             # an inherited language the column lacks keeps its previous count
             counts = {lang: column.get(lang) or previous_counts.get(lang, 0) for lang in available}
@@ -100,13 +104,15 @@ def plan_phases(
             counts = dict(available)
         languages = _phase_languages(counts, phase, previous)
         phase_counts = {lang: counts[lang] for lang in languages}
-        plans.append({
-            **phase.model_dump(exclude={"languages"}),
-            "language_rule": phase.languages,
-            "languages": languages,
-            "counts": phase_counts,
-            "probabilities": sampling_probabilities(phase_counts, phase.temperature),
-        })  # fmt: skip
+        plans.append(
+            {
+                **phase.model_dump(exclude={"languages"}),
+                "language_rule": phase.languages,
+                "languages": languages,
+                "counts": phase_counts,
+                "probabilities": sampling_probabilities(phase_counts, phase.temperature),
+            }
+        )
         previous, previous_counts = languages, phase_counts
     return plans
 
@@ -115,10 +121,13 @@ def share_curves(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """dvc plots rows: language rank (in the last phase) → share in each phase."""
     order = plans[-1]["languages"]
     return [
-        {"rank": rank, "language": lang,
-         **{plan["name"]: round(plan["probabilities"].get(lang, 0.0), 8) for plan in plans}}
+        {
+            "rank": rank,
+            "language": lang,
+            **{plan["name"]: round(plan["probabilities"].get(lang, 0.0), 8) for plan in plans},
+        }
         for rank, lang in enumerate(order, start=1)
-    ]  # fmt: skip
+    ]
 
 
 def schedule_metrics(plans: list[dict[str, Any]]) -> dict[str, Any]:
@@ -152,8 +161,11 @@ def run(params: ScheduleParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
         "available_characters": dict(sorted(available.items())),
         "phases": plans,
     }
-    return {"schedule": schedule, "shares": _csv(share_curves(plans)),
-            "metrics": schedule_metrics(plans)}  # fmt: skip
+    return {
+        "schedule": schedule,
+        "shares": _csv(share_curves(plans)),
+        "metrics": schedule_metrics(plans),
+    }
 
 
 STAGE = Stage(

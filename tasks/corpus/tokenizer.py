@@ -8,25 +8,24 @@ Fertility = tokens per word (per letter in unspaced scripts), by script.
 
 from __future__ import annotations
 
-import tempfile
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Tokenizer
 
 from tasks.core.errors import InputError
-from tasks.core.io import Folder, read_json, read_parquet
-from tasks.core.progress import get_logger, track
+from tasks.core.io import read_json, read_parquet
+from tasks.core.progress import get_logger
 from tasks.core.stage import Stage
+from tasks.core.tokenizer import SPECIAL_TOKENS, fast_tokenizer_files, train_tokenizer
 from tasks.corpus import text_stats
 from tasks.corpus.params import TokenizerParams
 from tasks.corpus.sampling import sample_by_language
 
 log = get_logger("paperline.corpus.tokenizer")
-SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
 def _mix_phase(schedule: Mapping[str, Any], name: str | None) -> Mapping[str, Any]:
@@ -39,40 +38,11 @@ def _mix_phase(schedule: Mapping[str, Any], name: str | None) -> Mapping[str, An
     raise InputError(f"params.yaml: corpus.tokenizer.mix_phase: no phase {name!r} in schedule.json")
 
 
-def train_tokenizer(texts: list[str], params: TokenizerParams) -> Tokenizer:
-    if params.model == "unigram":
-        tokenizer = Tokenizer(models.Unigram())
-        trainer = trainers.UnigramTrainer(
-            vocab_size=params.vocab_size, special_tokens=SPECIAL_TOKENS, unk_token="[UNK]",
-            show_progress=False,
-        )  # fmt: skip
-    else:
-        tokenizer = Tokenizer(models.BPE(unk_token="[UNK]"))
-        byte_level = params.pre_tokenizer == "byte_level"
-        alphabet = pre_tokenizers.ByteLevel.alphabet() if byte_level else []
-        trainer = trainers.BpeTrainer(
-            vocab_size=params.vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
-            initial_alphabet=alphabet,
-        )  # fmt: skip
-    if params.pre_tokenizer == "byte_level":  # GPT-2's: code keeps its whitespace and newlines
-        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tokenizer.decoder = decoders.ByteLevel()
-    else:
-        tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-        tokenizer.decoder = decoders.Metaspace()
-    tokenizer.train_from_iterator(track(texts, "tokenizer: training texts", unit="docs"), trainer)
-    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
-    )  # fmt: skip
-    return tokenizer
-
-
 def fertility_by_script(tokenizer: Tokenizer, docs: pa.Table, per_script: int) -> dict[str, float]:
     texts: dict[str, list[str]] = defaultdict(list)
-    for text, script in zip(docs.column("text").to_pylist(), docs.column("script").to_pylist(),
-                            strict=True):  # fmt: skip
+    for text, script in zip(
+        docs.column("text").to_pylist(), docs.column("script").to_pylist(), strict=True
+    ):
         if len(texts[script]) < per_script:
             texts[script].append(text)
     fertility = {}
@@ -82,19 +52,6 @@ def fertility_by_script(tokenizer: Tokenizer, docs: pa.Table, per_script: int) -
         tokens = sum(len(e.ids) for e in encodings)
         fertility[script] = round(tokens / max(words, 1), 3)
     return fertility
-
-
-def fast_tokenizer_files(tokenizer: Tokenizer) -> Folder:
-    """The files `PreTrainedTokenizerFast.save_pretrained` writes, as an output folder."""
-    from transformers import PreTrainedTokenizerFast
-
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]",
-        sep_token="[SEP]", mask_token="[MASK]",
-    )  # fmt: skip
-    with tempfile.TemporaryDirectory() as folder:
-        fast.save_pretrained(folder)
-        return Folder({p.name: p.read_bytes() for p in Path(folder).iterdir() if p.is_file()})
 
 
 def model_card(
@@ -120,18 +77,24 @@ def run(params: TokenizerParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     docs = read_parquet(inputs["docs"], columns=["text", "lang", "script", "n_chars"])
     phase = _mix_phase(read_json(inputs["schedule"]), params.mix_phase)
     mix = sample_by_language(
-        docs.column("lang").to_pylist(), docs.column("n_chars").to_pylist(),
-        phase["probabilities"], params.training_chars, params.seed,
-    )  # fmt: skip
+        docs.column("lang").to_pylist(),
+        docs.column("n_chars").to_pylist(),
+        phase["probabilities"],
+        params.training_chars,
+        params.seed,
+    )
     all_texts = docs.column("text").to_pylist()
-    tokenizer = train_tokenizer([all_texts[i][:n] for i, n in mix.picks], params)
+    texts = [all_texts[i][:n] for i, n in mix.picks]
+    tokenizer = train_tokenizer(
+        texts, model=params.model, vocab_size=params.vocab_size, pre_tokenizer=params.pre_tokenizer
+    )
     metrics = {
         "vocab_size": tokenizer.get_vocab_size(),
         "training_documents": len(mix.picks),
         "training_chars": sum(mix.units.values()),
         "fertility_by_script": fertility_by_script(
             tokenizer, docs, params.fertility_docs_per_script
-        ),  # fmt: skip
+        ),
     }
     files = fast_tokenizer_files(tokenizer)
     files["README.md"] = model_card(params, phase, metrics)

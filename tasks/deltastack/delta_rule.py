@@ -15,9 +15,13 @@ import torch.nn.functional as F
 
 
 def delta_rule_recurrent(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor,
-    scale: float = 1.0, state: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float = 1.0,
+    state: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """One step at a time; returns (outputs (B, H, T, d_v), final state (B, H, d_k, d_v))."""
     batch, heads, length, d_k = k.shape
     d_v = v.shape[-1]
@@ -33,9 +37,14 @@ def delta_rule_recurrent(
 
 
 def delta_rule_chunkwise(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, beta: torch.Tensor,
-    scale: float = 1.0, state: torch.Tensor | None = None, chunk_size: int = 32,
-) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    beta: torch.Tensor,
+    scale: float = 1.0,
+    state: torch.Tensor | None = None,
+    chunk_size: int = 32,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Chunk by chunk; equal to `delta_rule_recurrent` up to float rounding."""
     batch, heads, length, d_k = k.shape
     d_v = v.shape[-1]

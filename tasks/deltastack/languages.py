@@ -60,16 +60,21 @@ def _bracketed(rng: np.random.Generator, length: int) -> tuple[list[int], int]:
     + − * 6–8, ( ) 9–10)."""
     if length <= 4:
         digit = int(rng.integers(0, 5))
-        forms = {1: ([digit + 1], digit), 2: ([7, digit + 1], -digit),
-                 3: ([9, digit + 1, 10], digit), 4: ([9, 7, digit + 1, 10], -digit)}  # fmt: skip
+        forms = {
+            1: ([digit + 1], digit),
+            2: ([7, digit + 1], -digit),
+            3: ([9, digit + 1, 10], digit),
+            4: ([9, 7, digit + 1, 10], -digit),
+        }
         symbols, value = forms[length]
         return symbols, value % 5
     left_length = int(rng.integers(1, length - 3))
     left, left_value = _bracketed(rng, left_length)
     right, right_value = _bracketed(rng, length - left_length - 3)
     operator = int(rng.integers(6, 9))
-    value = {6: left_value + right_value, 7: left_value - right_value,
-             8: left_value * right_value}[operator]  # fmt: skip
+    value = {6: left_value + right_value, 7: left_value - right_value, 8: left_value * right_value}[
+        operator
+    ]
     return [9, *left, operator, *right, 10], value % 5
 
 
@@ -132,22 +137,26 @@ class Language:
 LANGUAGES = {
     language.name: language
     for language in (
-        Language("parity", 3, parity), Language("even_pairs", 3, even_pairs),
-        Language("cycle_nav", 9, cycle_nav), Language("mod_arith_no_brack", 10, mod_arith_no_brack),
+        Language("parity", 3, parity),
+        Language("even_pairs", 3, even_pairs),
+        Language("cycle_nav", 9, cycle_nav),
+        Language("mod_arith_no_brack", 10, mod_arith_no_brack),
         Language("mod_arith_w_brack", 13, mod_arith_w_brack),
         Language("reverse_string", 4, reverse_string),
-        Language("duplicate_string", 4, duplicate_string), Language("dyck", 6, dyck),
+        Language("duplicate_string", 4, duplicate_string),
+        Language("dyck", 6, dyck),
         Language("stack_manipulation", 8, stack_manipulation),
     )
-}  # fmt: skip
+}
 
 
 def batch(
     language: Language, rng: np.random.Generator, size: int, min_length: int, max_length: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """`size` examples with lengths uniform in [min_length, max_length], right-padded."""
-    examples = [language.sample(rng, int(rng.integers(min_length, max_length + 1)))
-                for _ in range(size)]  # fmt: skip
+    examples = [
+        language.sample(rng, int(rng.integers(min_length, max_length + 1))) for _ in range(size)
+    ]
     width = max(len(inputs) for inputs, _, _ in examples)
     inputs = torch.zeros(size, width, dtype=torch.long)
     targets = torch.zeros(size, width, dtype=torch.long)

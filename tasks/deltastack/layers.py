@@ -33,8 +33,9 @@ class ShortConvolution(nn.Module):
 
     def __init__(self, channels: int, kernel_size: int) -> None:
         super().__init__()
-        self.conv = nn.Conv1d(channels, channels, kernel_size, groups=channels, bias=False,
-                              padding=kernel_size - 1)  # fmt: skip
+        self.conv = nn.Conv1d(
+            channels, channels, kernel_size, groups=channels, bias=False, padding=kernel_size - 1
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, T, C)
         length = x.shape[1]
@@ -49,9 +50,13 @@ def delta_rule(mode: Mode, *args: torch.Tensor, scale: float, chunk_size: int) -
 
 class DeltaNet(nn.Module):
     def __init__(
-        self, d_model: int, num_heads: int, conv_size: int = 4,
-        negative_eigenvalues: bool = True, chunk_size: int = 32,
-    ) -> None:  # fmt: skip
+        self,
+        d_model: int,
+        num_heads: int,
+        conv_size: int = 4,
+        negative_eigenvalues: bool = True,
+        chunk_size: int = 32,
+    ) -> None:
         super().__init__()
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not a multiple of num_heads {num_heads}")
@@ -84,17 +89,22 @@ class DeltaNet(nn.Module):
     def forward(self, x: torch.Tensor, mode: Mode = "chunk") -> torch.Tensor:
         q, k, v, beta = self.qkv_beta(x)
         v = self.values(x, v, mode)
-        out = delta_rule(mode, q, k, v, beta, scale=self.head_dim**-0.5,
-                         chunk_size=self.chunk_size)  # fmt: skip
+        out = delta_rule(mode, q, k, v, beta, scale=self.head_dim**-0.5, chunk_size=self.chunk_size)
         out = self.o_norm(out).transpose(1, 2).reshape(x.shape)
         return self.o_proj(out)
 
 
 class DeltaStack(DeltaNet):
     def __init__(
-        self, d_model: int, num_heads: int, stack_size: int = 64, conv_size: int = 4,
-        negative_eigenvalues: bool = True, chunk_size: int = 32, kappa: float = 2.0,
-    ) -> None:  # fmt: skip
+        self,
+        d_model: int,
+        num_heads: int,
+        stack_size: int = 64,
+        conv_size: int = 4,
+        negative_eigenvalues: bool = True,
+        chunk_size: int = 32,
+        kappa: float = 2.0,
+    ) -> None:
         super().__init__(d_model, num_heads, conv_size, negative_eigenvalues, chunk_size)
         self.stack_size = stack_size  # may be raised for test lengths (no parameter depends on it)
         self.action_proj = nn.Linear(d_model, num_heads * 3, bias=False)  # push, pop, no-op
@@ -117,8 +127,9 @@ class DeltaStack(DeltaNet):
         distance = (slots - pointer[..., None]).abs()
         return torch.softmax(-F.softplus(self.kappa) * distance, dim=-1)
 
-    def stack_reads(self, v: torch.Tensor, push: torch.Tensor, pop: torch.Tensor,
-                    mode: Mode) -> torch.Tensor:  # fmt: skip
+    def stack_reads(
+        self, v: torch.Tensor, push: torch.Tensor, pop: torch.Tensor, mode: Mode
+    ) -> torch.Tensor:
         """r_t, the stack's top after token t's pop and push: (B, H, T, d_v)."""
         batch, heads, length, d_v = v.shape
         addresses = self.address(self.pointers(push, pop))  # (B, H, T + 1, S)
@@ -126,8 +137,9 @@ class DeltaStack(DeltaNet):
         values = torch.stack([torch.zeros_like(v), v], dim=3)
         strengths = torch.stack([pop, push], dim=3)
         keys, values = keys.flatten(2, 3), values.flatten(2, 3)  # pop, push, pop, push, …
-        out = delta_rule(mode, keys, keys, values, strengths.flatten(2, 3), scale=1.0,
-                         chunk_size=self.chunk_size)  # fmt: skip
+        out = delta_rule(
+            mode, keys, keys, values, strengths.flatten(2, 3), scale=1.0, chunk_size=self.chunk_size
+        )
         return out[:, :, 1::2]
 
     def values(self, x: torch.Tensor, v: torch.Tensor, mode: Mode) -> torch.Tensor:

@@ -38,8 +38,9 @@ class Block(nn.Module):
         super().__init__()
         self.mixer, self.mixer_norm = mixer, nn.RMSNorm(d_model)
         self.mlp_norm = nn.RMSNorm(d_model)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.SiLU(),
-                                 nn.Linear(4 * d_model, d_model))  # fmt: skip
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.SiLU(), nn.Linear(4 * d_model, d_model)
+        )
 
     def forward(self, x: torch.Tensor, mode: Mode) -> torch.Tensor:
         x = x + self.mixer(self.mixer_norm(x), mode)
@@ -77,12 +78,20 @@ class SequenceModel(nn.Module):
     def _mixer(kind: str, params: ModelParams) -> nn.Module:
         if kind == "transformer":
             return CausalSelfAttention(params.d_model, params.num_heads)
-        shared = {"conv_size": params.conv_size, "chunk_size": params.chunk_size,
-                  "negative_eigenvalues": params.negative_eigenvalues}  # fmt: skip
+        shared = {
+            "conv_size": params.conv_size,
+            "chunk_size": params.chunk_size,
+            "negative_eigenvalues": params.negative_eigenvalues,
+        }
         if kind == "deltanet":
             return DeltaNet(params.d_model, params.num_heads, **shared)
-        return DeltaStack(params.d_model, params.num_heads, stack_size=params.stack_size,
-                          kappa=params.stack_kappa, **shared)  # fmt: skip
+        return DeltaStack(
+            params.d_model,
+            params.num_heads,
+            stack_size=params.stack_size,
+            kappa=params.stack_kappa,
+            **shared,
+        )
 
     def set_stack_size(self, size: int) -> None:
         for module in self.modules():

@@ -13,8 +13,17 @@ from pydantic import Field, model_validator
 
 from tasks.core.strict_model import StrictModel
 
-TASKS = ("parity", "even_pairs", "cycle_nav", "mod_arith_no_brack", "mod_arith_w_brack",
-         "reverse_string", "duplicate_string", "dyck", "stack_manipulation")  # fmt: skip
+TASKS = (
+    "parity",
+    "even_pairs",
+    "cycle_nav",
+    "mod_arith_no_brack",
+    "mod_arith_w_brack",
+    "reverse_string",
+    "duplicate_string",
+    "dyck",
+    "stack_manipulation",
+)
 ModelName = Literal["deltastack", "deltanet", "lstm", "transformer"]
 TaskName = Literal[TASKS]  # type: ignore[valid-type]
 
@@ -47,9 +56,10 @@ class LengthParams(StrictModel):
     train_min: int = Field(default=3, ge=1)
     train_max: int = Field(default=60, ge=1)
     test_buckets: list[int] = Field(
-        default_factory=lambda: [60, 100, 150, 200, 256], min_length=2,
+        default_factory=lambda: [60, 100, 150, 200, 256],
+        min_length=2,
         description="edges of the test-length buckets (inclusive ends); the last is longest",
-    )  # fmt: skip
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> LengthParams:
@@ -111,10 +121,14 @@ class DeltaStackParams(StrictModel):
     @model_validator(mode="after")
     def _known_preset(self) -> DeltaStackParams:
         if self.preset not in self.budgets:
-            raise ValueError(f"preset '{self.preset}' is not one of budgets: "
-                             f"{', '.join(self.budgets)}")  # fmt: skip
+            raise ValueError(
+                f"preset '{self.preset}' is not one of budgets: {', '.join(self.budgets)}"
+            )
         return self
 
     @property
     def budget(self) -> Budget:
         return self.budgets[self.preset]
+
+
+SECTION = DeltaStackParams  # params.yaml `deltastack`, registered with tasks.core.params

@@ -48,8 +48,10 @@ def trainable(config: dict[str, Any], params: dict[str, Any]) -> None:
     def report(metrics: dict[str, Any], state: dict[str, Any] | None) -> None:
         with tempfile.TemporaryDirectory() as folder:
             torch.save(state, Path(folder) / STATE_FILE)
-            tune.report({**metrics, "timesteps_total": metrics["step"]},
-                        checkpoint=tune.Checkpoint.from_directory(folder))  # fmt: skip
+            tune.report(
+                {**metrics, "timesteps_total": metrics["step"]},
+                checkpoint=tune.Checkpoint.from_directory(folder),
+            )
 
     train_trial(config["task"], config["model"], config["seed"], settings, report, resume)
 
@@ -71,18 +73,25 @@ def run_grid(params: DeltaStackParams, runtime: RuntimeParams, parent_run: str) 
     if restore:
         log.info("deltastack.study: resuming the grid from %s", folder / "study")
     tuner = ray_runtime.tuner(
-        function, name="study", storage=folder, restore=restore,
-        param_space={"task": tune.grid_search(params.tasks),
-                     "model": tune.grid_search(params.models),
-                     "seed": tune.grid_search(params.budget.seeds)},
+        function,
+        name="study",
+        storage=folder,
+        restore=restore,
+        param_space={
+            "task": tune.grid_search(params.tasks),
+            "model": tune.grid_search(params.models),
+            "seed": tune.grid_search(params.budget.seeds),
+        },
         tune_config=tune.TuneConfig(max_concurrent_trials=params.study.max_concurrent_trials),
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[MLflowLoggerCallback(
-            tracking_uri=tracking.tracking_uri(runtime.mlflow),
-            experiment_name=params.experiment,
-            tags={"mlflow.parentRunId": parent_run, "preset": params.preset},
-        )],
-    )  # fmt: skip
+        callbacks=[
+            MLflowLoggerCallback(
+                tracking_uri=tracking.tracking_uri(runtime.mlflow),
+                experiment_name=params.experiment,
+                tags={"mlflow.parentRunId": parent_run, "preset": params.preset},
+            )
+        ],
+    )
     grid = tuner.fit()
     rows = []
     for result in grid:
@@ -105,28 +114,39 @@ def summarize(rows: list[dict], params: DeltaStackParams) -> dict[str, Any]:
         models = {}
         for model in params.models:
             own = [r for r in rows if r["task"] == task and r["model"] == model]
-            by_length = {n: round(float(np.mean([r[f"accuracy_{n}"] for r in own])), 4)
-                         for n in names}  # fmt: skip
+            by_length = {
+                n: round(float(np.mean([r[f"accuracy_{n}"] for r in own])), 4) for n in names
+            }
             models[model] = {
                 "test_accuracy": round(float(np.mean(list(by_length.values()))), 4),
-                "longest_accuracy": by_length[longest], "by_length": by_length,
+                "longest_accuracy": by_length[longest],
+                "by_length": by_length,
                 "train_accuracy": round(float(np.mean([r["train_accuracy"] for r in own])), 4),
-            }  # fmt: skip
+            }
         entry: dict[str, Any] = {"models": models}
         if {"deltastack", "deltanet"} <= set(models):
             ours = models["deltastack"]["longest_accuracy"]
             theirs = models["deltanet"]["longest_accuracy"]
             margin, noise = ours - theirs, noise_margin(ours, theirs, sequences)
             verdict = "tie" if abs(margin) <= noise else "better" if margin > 0 else "worse"
-            entry |= {"deltastack_minus_deltanet": round(margin, 4),
-                      "noise_margin": round(noise, 4), "deltastack_vs_deltanet": verdict,
-                      "deltastack_beats_deltanet": verdict == "better"}  # fmt: skip
+            entry |= {
+                "deltastack_minus_deltanet": round(margin, 4),
+                "noise_margin": round(noise, 4),
+                "deltastack_vs_deltanet": verdict,
+                "deltastack_beats_deltanet": verdict == "better",
+            }
         tasks[task] = entry
     wins = [t for t, e in tasks.items() if e.get("deltastack_beats_deltanet")]
-    return {"preset": params.preset, "trials": len(rows), "seeds": params.budget.seeds,
-            "steps": params.budget.steps, "longest_bucket": longest,
-            "test_sequences_per_bucket": sequences,
-            "deltastack_beats_deltanet": len(wins), "tasks": tasks}  # fmt: skip
+    return {
+        "preset": params.preset,
+        "trials": len(rows),
+        "seeds": params.budget.seeds,
+        "steps": params.budget.steps,
+        "longest_bucket": longest,
+        "test_sequences_per_bucket": sequences,
+        "deltastack_beats_deltanet": len(wins),
+        "tasks": tasks,
+    }
 
 
 def noise_margin(ours: float, theirs: float, sequences: int) -> float:
@@ -178,19 +198,35 @@ def run(params: DeltaStackParams, inputs: Mapping[str, Path], runtime: RuntimePa
     import mlflow
 
     budget = params.budget
-    log.info("deltastack.study: preset %s, %d tasks × %d models × %d seeds, %d steps each",
-             params.preset, len(params.tasks), len(params.models), len(budget.seeds),
-             budget.steps)  # fmt: skip
-    with tracking.start_run(params.experiment, runtime.mlflow, run_name=f"study-{params.preset}",
-                            tags={"preset": params.preset}) as parent:  # fmt: skip
-        mlflow.log_params({"preset": params.preset, "steps": budget.steps,
-                           "batch_size": budget.batch_size, "d_model": budget.model.d_model,
-                           "num_layers": budget.model.num_layers})  # fmt: skip
+    log.info(
+        "deltastack.study: preset %s, %d tasks × %d models × %d seeds, %d steps each",
+        params.preset,
+        len(params.tasks),
+        len(params.models),
+        len(budget.seeds),
+        budget.steps,
+    )
+    with tracking.start_run(
+        params.experiment,
+        runtime.mlflow,
+        run_name=f"study-{params.preset}",
+        tags={"preset": params.preset},
+    ) as parent:
+        mlflow.log_params(
+            {
+                "preset": params.preset,
+                "steps": budget.steps,
+                "batch_size": budget.batch_size,
+                "d_model": budget.model.d_model,
+                "num_layers": budget.model.num_layers,
+            }
+        )
         rows = run_grid(params, runtime, parent.info.run_id)
         results = summarize(rows, params)
         table = table_markdown(results, params)
-        curves = Folder({f"{task}.csv": curves_csv(entry, params)
-                         for task, entry in results["tasks"].items()})  # fmt: skip
+        curves = Folder(
+            {f"{task}.csv": curves_csv(entry, params) for task, entry in results["tasks"].items()}
+        )
         mlflow.log_dict(results, "results.json")
         mlflow.log_text(table, "results.md")
         for name, text in curves.items():
@@ -198,8 +234,12 @@ def run(params: DeltaStackParams, inputs: Mapping[str, Path], runtime: RuntimePa
         mlflow.log_metric("deltastack_beats_deltanet", results["deltastack_beats_deltanet"])
     for task, entry in results["tasks"].items():
         if "deltastack_minus_deltanet" in entry:
-            log.info("deltastack %s: DeltaStack − DeltaNet at %s = %+.3f", task,
-                     results["longest_bucket"], entry["deltastack_minus_deltanet"])  # fmt: skip
+            log.info(
+                "deltastack %s: DeltaStack − DeltaNet at %s = %+.3f",
+                task,
+                results["longest_bucket"],
+                entry["deltastack_minus_deltanet"],
+            )
     return {"results": results, "table": table, "curves": curves}
 
 

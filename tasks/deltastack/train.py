@@ -49,8 +49,9 @@ def masked_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor)
 
 
 @torch.no_grad()
-def evaluate(model: SequenceModel, sets: dict[str, list], stack_size: int,
-             device: torch.device) -> dict[str, float]:  # fmt: skip
+def evaluate(
+    model: SequenceModel, sets: dict[str, list], stack_size: int, device: torch.device
+) -> dict[str, float]:
     model.eval()
     model.set_stack_size(stack_size)
     accuracy = {}
@@ -82,9 +83,12 @@ def build(task: str, kind: str, params: DeltaStackParams) -> tuple[SequenceModel
     embedding = [p for n, p in model.named_parameters() if n.startswith("embed.")]
     rest = [p for n, p in model.named_parameters() if not n.startswith("embed.")]
     optimizer = torch.optim.AdamW(
-        [{"params": embedding, "weight_decay": 0.0},
-         {"params": rest, "weight_decay": training.weight_decay}], lr=budget.learning_rate,
-    )  # fmt: skip
+        [
+            {"params": embedding, "weight_decay": 0.0},
+            {"params": rest, "weight_decay": training.weight_decay},
+        ],
+        lr=budget.learning_rate,
+    )
     floor = training.min_learning_rate / budget.learning_rate
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: schedule(step, budget.steps, training.warmup_share, floor)
@@ -93,9 +97,14 @@ def build(task: str, kind: str, params: DeltaStackParams) -> tuple[SequenceModel
 
 
 def train_trial(
-    task: str, kind: str, seed: int, params: DeltaStackParams, report: Report,
-    resume: dict[str, Any] | None = None, device: torch.device | None = None,
-) -> dict[str, float]:  # fmt: skip
+    task: str,
+    kind: str,
+    seed: int,
+    params: DeltaStackParams,
+    report: Report,
+    resume: dict[str, Any] | None = None,
+    device: torch.device | None = None,
+) -> dict[str, float]:
     """Train, reporting metrics (and a resumable state) every `eval_every` steps and at the
     end; returns the last test accuracies per bucket."""
     budget, lengths = params.budget, params.lengths
@@ -115,9 +124,10 @@ def train_trial(
     running_loss, running_correct, running_total = 0.0, 0, 0
     accuracy: dict[str, float] = {}
     for step in range(start + 1, budget.steps + 1):
-        inputs, targets, mask = (t.to(device) for t in
-                                 batch(language, rng, budget.batch_size, lengths.train_min,
-                                       lengths.train_max))  # fmt: skip
+        inputs, targets, mask = (
+            t.to(device)
+            for t in batch(language, rng, budget.batch_size, lengths.train_min, lengths.train_max)
+        )
         logits = model(inputs)
         loss = masked_loss(logits, targets, mask)
         optimizer.zero_grad(set_to_none=True)
@@ -134,14 +144,19 @@ def train_trial(
         model.set_stack_size(budget.model.stack_size)
         window = budget.eval_every if step % budget.eval_every == 0 else step % budget.eval_every
         metrics = {
-            "step": step, "loss": running_loss / window,
+            "step": step,
+            "loss": running_loss / window,
             "train_accuracy": running_correct / max(1, running_total),
             "test_accuracy": float(np.nanmean(list(accuracy.values()))),
             **{f"accuracy_{name}": value for name, value in accuracy.items()},
-        }  # fmt: skip
-        state = {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                 "scheduler": scheduler.state_dict(), "rng": rng.bit_generator.state,
-                 "step": step}  # fmt: skip
+        }
+        state = {
+            "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": rng.bit_generator.state,
+            "step": step,
+        }
         report(metrics, state)
         running_loss, running_correct, running_total = 0.0, 0, 0
     return accuracy

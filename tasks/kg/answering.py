@@ -44,9 +44,13 @@ ANSWER_PROMPT = (
 class OpenAIAnswerer:
     def __init__(self, params: EvalParams) -> None:
         self.chat = ChatModel(
-            params.base_url, params.model, params.api_key_env, params.temperature,
-            params_key="kg.eval.answer_backend", offline_choice="extractive",
-        )  # fmt: skip
+            params.base_url,
+            params.model,
+            params.api_key_env,
+            params.temperature,
+            params_key="kg.eval.answer_backend",
+            offline_choice="extractive",
+        )
         self.name = self.chat.name
 
     def answer(self, question: str, path: Sequence[str] | None) -> str:

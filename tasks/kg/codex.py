@@ -6,9 +6,9 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
+from tasks.core import rdf
 from tasks.core.errors import InputError
 from tasks.core.io import read_json
-from tasks.kg import rdf
 
 Triple = tuple[str, str, str]  # (Q subject, P property, Q object)
 

@@ -231,6 +231,7 @@ STAGE = Stage(
         "metrics": f"{MODEL_DIR}/metrics.json",
         "curve": f"{MODEL_DIR}/loss.csv",
     },
+    data_deps=("models/mmbert/decay",),  # the registry's `candidate` when backbone is mmbert
     uses_ray=True,
     uses_runtime=True,
 )

@@ -135,8 +135,15 @@ def report_checkpoint(
 
 def fit(config: dict[str, Any], train: Any, storage: Path, params: Any) -> Path:
     """Fit under `storage` (a re-run with the same fingerprint resumes); the last checkpoint."""
-    return fit_torch(train_loop, config, storage, params, what="kg.detector",
-                     max_failures=params.max_failures, datasets={"train": train})  # fmt: skip
+    return fit_torch(
+        train_loop,
+        config,
+        storage,
+        params,
+        what="kg.detector",
+        max_failures=params.max_failures,
+        datasets={"train": train},
+    )
 
 
 def total_steps(examples: int, params: Any) -> int:

@@ -90,9 +90,11 @@ def open_endpoint(
 
 @contextlib.contextmanager
 def open_client(
-    sparql: SparqlParams, runtime: RuntimeParams, root: Path | None = None,
+    sparql: SparqlParams,
+    runtime: RuntimeParams,
+    root: Path | None = None,
     endpoint_url: str | None = None,
-) -> Iterator[SparqlClient]:  # fmt: skip
+) -> Iterator[SparqlClient]:
     """A cached client on the configured endpoint, or on `endpoint_url` when given."""
     root = root or repo_root()
     cache = Path(sparql.cache)

@@ -17,10 +17,10 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.core import tracking
+from tasks.core.backbones import minilm_folder
 from tasks.core.io import read_parquet
 from tasks.core.params import RuntimeParams
 from tasks.core.stage import Stage
-from tasks.kg import backbones
 from tasks.kg.answering import make_answer_model
 from tasks.kg.detector import MODEL_DIR, predict
 from tasks.kg.params import KgParams
@@ -46,7 +46,7 @@ def best_paths(rows: list[dict[str, Any]], limit: int | None) -> list[dict[str, 
 def semantic_scores(pairs: list[tuple[str, str]]) -> list[float]:
     from sentence_transformers import SentenceTransformer
 
-    encoder = SentenceTransformer(str(backbones.minilm_folder()), device="cpu")
+    encoder = SentenceTransformer(str(minilm_folder()), device="cpu")
     texts = sorted({t or ABSTAINED for pair in pairs for t in pair})
     vectors = dict(
         zip(texts, encoder.encode(texts, normalize_embeddings=True, batch_size=64), strict=True)

@@ -23,12 +23,20 @@ from tasks.core.stage import Stage
 from tasks.kg import codex
 from tasks.kg.params import KgParams
 
-SCHEMA = pa.schema([
-    ("example_id", pa.string()), ("qa_id", pa.string()), ("split", pa.string()),
-    ("language", pa.string()), ("hops", pa.int8()), ("question", pa.string()),
-    ("path_text", pa.string()), ("answer", pa.string()), ("label", pa.int8()),
-    ("kind", pa.string()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("example_id", pa.string()),
+        ("qa_id", pa.string()),
+        ("split", pa.string()),
+        ("language", pa.string()),
+        ("hops", pa.int8()),
+        ("question", pa.string()),
+        ("path_text", pa.string()),
+        ("answer", pa.string()),
+        ("label", pa.int8()),
+        ("kind", pa.string()),
+    ]
+)
 
 
 def split_of(qa_id: str, test_fraction: float) -> str:
@@ -75,14 +83,32 @@ def build_examples(
             negative, kind = swapper.swap(row["objects"][0], rng), "type_swap"
         for language in rng.sample(languages, min(settings.languages_per_path, len(languages))):
             base = {
-                "qa_id": row["qa_id"], "split": split, "language": language, "hops": row["hops"],
-                "question": row["input"], "path_text": row["trip_labels"][language],
-            }  # fmt: skip
-            examples.append({**base, "example_id": f"{row['id']}-{language}-pos",
-                             "answer": row["output"], "label": 1, "kind": "gold"})  # fmt: skip
+                "qa_id": row["qa_id"],
+                "split": split,
+                "language": language,
+                "hops": row["hops"],
+                "question": row["input"],
+                "path_text": row["trip_labels"][language],
+            }
+            examples.append(
+                {
+                    **base,
+                    "example_id": f"{row['id']}-{language}-pos",
+                    "answer": row["output"],
+                    "label": 1,
+                    "kind": "gold",
+                }
+            )
             if negative and negative != row["output"]:
-                examples.append({**base, "example_id": f"{row['id']}-{language}-neg",
-                                 "answer": negative, "label": 0, "kind": kind})  # fmt: skip
+                examples.append(
+                    {
+                        **base,
+                        "example_id": f"{row['id']}-{language}-neg",
+                        "answer": negative,
+                        "label": 0,
+                        "kind": kind,
+                    }
+                )
     return examples
 
 

@@ -68,14 +68,16 @@ def judge_summary(paths: list[dict], kept: list[dict], languages: list[str]) -> 
         lang: sum(not PID_SHOWN.search(r["trip_labels"][lang]) for r in kept) for lang in languages
     }
     return {
-        "paths_in": len(paths), "paths_kept": len(kept),
+        "paths_in": len(paths),
+        "paths_kept": len(kept),
         "items_with_kept_paths": len({r["qa_id"] for r in kept}),
         "mined_per_source": count(paths, "source_dataset"),
         "kept_per_source": count(kept, "source_dataset"),
-        "mined_per_hops": count(paths, "hops"), "kept_per_hops": count(kept, "hops"),
+        "mined_per_hops": count(paths, "hops"),
+        "kept_per_hops": count(kept, "hops"),
         "kept_with_property_labels_per_language": labelled,
         "score_histogram": count(kept, "judged_score"),
-    }  # fmt: skip
+    }
 
 
 def run(params: KgParams, inputs: Mapping[str, Path]) -> dict[str, Any]:

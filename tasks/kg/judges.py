@@ -90,9 +90,14 @@ SCORE_PROMPT = (
 class OpenAIJudge:
     def __init__(self, params: JudgeParams) -> None:
         self.chat = ChatModel(
-            params.base_url, params.model, params.api_key_env, params.temperature, params.seed,
-            params_key="kg.judge.backend", offline_choice="heuristic",
-        )  # fmt: skip
+            params.base_url,
+            params.model,
+            params.api_key_env,
+            params.temperature,
+            params.seed,
+            params_key="kg.judge.backend",
+            offline_choice="heuristic",
+        )
         self.name = self.chat.name
 
     def pick(self, question: str, answer: str, paths: Sequence[Candidate], k: int) -> list[int]:
@@ -119,8 +124,9 @@ def parse_score(reply: str) -> int:
     return int(match.group(0)) if match else 1
 
 
-def choose_paths(judge: PathJudge, question: str, answer: str, paths: list[Candidate], k: int,
-                 rng: random.Random) -> list[int]:  # fmt: skip
+def choose_paths(
+    judge: PathJudge, question: str, answer: str, paths: list[Candidate], k: int, rng: random.Random
+) -> list[int]:
     """MultiHal's selection when more than k paths: top-k twice (shuffled), ∩, fill."""
     if len(paths) <= k:
         return list(range(len(paths)))

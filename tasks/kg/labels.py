@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from tasks.kg import rdf
+from tasks.core import rdf
 from tasks.kg.sparql import SparqlClient
 
 Labels = dict[str, dict[str, str]]  # id (Q… / P…) → language → label
@@ -44,9 +44,10 @@ def render_parts(path: Sequence[str], labels: Labels, language: str) -> list[str
     """Each element of the path as its label in `language`; one without a label stays its id."""
     return [
         labels.get(element, {}).get(language, element)
-        if is_item(element) or is_property(element) else element
+        if is_item(element) or is_property(element)
+        else element
         for element in path
-    ]  # fmt: skip
+    ]
 
 
 def render(path: Sequence[str], labels: Labels, language: str) -> str:

@@ -17,8 +17,8 @@ from typing import Any, Protocol
 import regex
 import requests
 
+from tasks.core import rdf
 from tasks.core.errors import ServiceError
-from tasks.kg import rdf
 from tasks.kg.params import LinkingParams
 from tasks.kg.sparql import SparqlClient
 
@@ -115,8 +115,14 @@ class WikidataSearchLinker:
         self.session.headers["User-Agent"] = user_agent
 
     def link(self, text: str) -> list[str]:
-        query = {"action": "wbsearchentities", "search": text, "language": self.language,
-                 "type": "item", "limit": 3, "format": "json"}  # fmt: skip
+        query = {
+            "action": "wbsearchentities",
+            "search": text,
+            "language": self.language,
+            "type": "item",
+            "limit": 3,
+            "format": "json",
+        }
         try:
             response = self.session.get(self.url, params=query, timeout=60)
             response.raise_for_status()

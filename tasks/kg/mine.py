@@ -47,13 +47,23 @@ def item_pairs(row: Mapping[str, Any]) -> list[Key]:
 
 
 def paths_for_items(
-    client: SparqlClient, items: list[dict[str, Any]], params: KgParams, multihal: Path,
-    use_filter: bool = True, progress: bool = True,
-) -> tuple[list[list[KgPath]], Counter]:  # fmt: skip
+    client: SparqlClient,
+    items: list[dict[str, Any]],
+    params: KgParams,
+    multihal: Path,
+    use_filter: bool = True,
+    progress: bool = True,
+) -> tuple[list[list[KgPath]], Counter]:
     """Each item's paths (mined, filtered, deduped), and counts before/after the filter."""
     keys = sorted({key for item in items for key in item_pairs(item)})
-    mined = mine_paths(client, keys, property_lists(multihal), params.mine.max_hops,
-                       params.mine.stop_at_first_hit, progress)  # fmt: skip
+    mined = mine_paths(
+        client,
+        keys,
+        property_lists(multihal),
+        params.mine.max_hops,
+        params.mine.stop_at_first_hit,
+        progress,
+    )
     path_filter = PathFilter.from_resources(multihal, params.mine.removed_properties)
     counts: Counter = Counter()
     result = []
@@ -72,24 +82,37 @@ def path_rows(
     rows = []
     for item, item_paths in zip(items, paths, strict=True):
         for n, path in enumerate(sorted(item_paths, key=lambda p: (len(p), p))):
-            rows.append({
-                **item, "id": f"{item['id']}-{n:03d}", "qa_id": item["id"],
-                "path": list(path), "hops": len(path) // 2, "responses": " ".join(path),
-                "trip_labels": {lang: render(path, labels, lang) for lang in languages},
-                "path_labels": {lang: render_parts(path, labels, lang) for lang in languages},
-                "unlabelled": unlabelled(path, labels),
-            })  # fmt: skip
+            rows.append(
+                {
+                    **item,
+                    "id": f"{item['id']}-{n:03d}",
+                    "qa_id": item["id"],
+                    "path": list(path),
+                    "hops": len(path) // 2,
+                    "responses": " ".join(path),
+                    "trip_labels": {lang: render(path, labels, lang) for lang in languages},
+                    "path_labels": {lang: render_parts(path, labels, lang) for lang in languages},
+                    "unlabelled": unlabelled(path, labels),
+                }
+            )
     return rows
 
 
 def paths_schema(qa: pa.Schema, languages: list[str]) -> pa.Schema:
     labels = pa.struct([(lang, pa.string()) for lang in languages])
     parts = pa.struct([(lang, pa.list_(pa.string())) for lang in languages])
-    return pa.schema([
-        *qa, ("qa_id", pa.string()), ("path", pa.list_(pa.string())), ("hops", pa.int8()),
-        ("responses", pa.string()), ("trip_labels", labels), ("path_labels", parts),
-        ("unlabelled", pa.list_(pa.string())),
-    ])  # fmt: skip
+    return pa.schema(
+        [
+            *qa,
+            ("qa_id", pa.string()),
+            ("path", pa.list_(pa.string())),
+            ("hops", pa.int8()),
+            ("responses", pa.string()),
+            ("trip_labels", labels),
+            ("path_labels", parts),
+            ("unlabelled", pa.list_(pa.string())),
+        ]
+    )
 
 
 def mine_summary(
@@ -104,10 +127,11 @@ def mine_summary(
     for row in rows:
         per_source[row["source_dataset"]][f"paths_{row['hops']}_hop"] += 1
     return {
-        "paths_mined": counts["mined"], "paths_after_filter": counts["kept"],
+        "paths_mined": counts["mined"],
+        "paths_after_filter": counts["kept"],
         "per_source": {k: dict(sorted(v.items())) for k, v in sorted(per_source.items())},
         "queries": stats["queries"],  # hits and round trips depend on the cache: telemetry
-    }  # fmt: skip
+    }
 
 
 def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
@@ -134,7 +158,7 @@ STAGE = Stage(
         "qa": "data/interim/kg/qa.parquet",
         "multihal": "data/seed/multihal",
         "slice": endpoint.SLICE,
-    },  # fmt: skip
+    },
     outputs={
         "paths": "data/interim/kg/paths.parquet",
         "metrics": "data/interim/kg/mine_metrics.json",

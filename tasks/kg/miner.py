@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from tqdm.auto import tqdm
 
-from tasks.kg import rdf
+from tasks.core import rdf
 from tasks.kg.sparql import Binding, SparqlClient
 from tasks.kg.templates import RANK_PROPERTIES, AnswerType, Pair, path_query
 
@@ -54,9 +54,13 @@ def _batches(pairs: Sequence[Pair], size: int) -> list[list[Pair]]:
 
 
 def mine_hops(
-    client: SparqlClient, pairs: Sequence[Pair], hops: int, answer_type: AnswerType,
-    properties: Sequence[str] = (), progress: bool = False,
-) -> dict[Pair, list[KgPath]]:  # fmt: skip
+    client: SparqlClient,
+    pairs: Sequence[Pair],
+    hops: int,
+    answer_type: AnswerType,
+    properties: Sequence[str] = (),
+    progress: bool = False,
+) -> dict[Pair, list[KgPath]]:
     """Every `hops`-hop path of each pair (pairs without one are absent)."""
     batches = _batches(sorted(set(pairs)), client.params.pairs_per_query)
     queries = [path_query(batch, hops, answer_type, properties) for batch in batches]
@@ -69,10 +73,13 @@ def mine_hops(
 
 
 def mine_paths(
-    client: SparqlClient, pairs: Iterable[tuple[AnswerType, str, str]],
-    property_lists: PropertyLists, max_hops: int = 2, stop_at_first_hit: bool = True,
+    client: SparqlClient,
+    pairs: Iterable[tuple[AnswerType, str, str]],
+    property_lists: PropertyLists,
+    max_hops: int = 2,
+    stop_at_first_hit: bool = True,
     progress: bool = False,
-) -> dict[tuple[AnswerType, str, str], list[KgPath]]:  # fmt: skip
+) -> dict[tuple[AnswerType, str, str], list[KgPath]]:
     """(answer type, subject, object) → its paths, shortest first; pairs without any absent."""
     by_type: Mapping[AnswerType, list[Pair]] = defaultdict(list)
     for answer_type, subject, obj in pairs:

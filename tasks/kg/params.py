@@ -139,3 +139,6 @@ class KgParams(StrictModel):
     examples: ExamplesParams = ExamplesParams()
     detector: DetectorParams = DetectorParams()
     eval: EvalParams = EvalParams()
+
+
+SECTION = KgParams  # params.yaml `kg`, registered with tasks.core.params

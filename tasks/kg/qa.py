@@ -42,9 +42,9 @@ def link_row(row: dict[str, Any], linker: Linker, max_objects: int) -> dict[str,
 
 def qa_table(rows: list[dict[str, Any]]) -> pa.Table:
     columns = [*qa_sources.QA_COLUMNS, "subjects", "objects", "linked_by"]
-    schema = pa.schema([
-        (c, pa.list_(pa.string()) if c in LIST_COLUMNS else pa.string()) for c in columns
-    ])  # fmt: skip
+    schema = pa.schema(
+        [(c, pa.list_(pa.string()) if c in LIST_COLUMNS else pa.string()) for c in columns]
+    )
     return pa.Table.from_pylist([{c: r[c] for c in columns} for r in rows], schema=schema)
 
 

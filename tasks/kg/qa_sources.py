@@ -23,18 +23,33 @@ from tasks.kg import codex
 from tasks.kg.params import QaParams, QaSourceParams
 
 QA_COLUMNS = (
-    "id", "source_dataset", "task", "domain", "input", "output", "optional_output",
-    "incorrect_answers", "context", "context_type", "answer_type",
-)  # fmt: skip
+    "id",
+    "source_dataset",
+    "task",
+    "domain",
+    "input",
+    "output",
+    "optional_output",
+    "incorrect_answers",
+    "context",
+    "context_type",
+    "answer_type",
+)
 Row = dict[str, Any]
 
 
 def qa_row(**values: Any) -> Row:
     row: Row = {
-        "task": "qa", "domain": "", "optional_output": [], "incorrect_answers": [],
-        "context": "", "context_type": "none", "answer_type": "entity",
-        "subjects": [], "objects": [],
-    }  # fmt: skip
+        "task": "qa",
+        "domain": "",
+        "optional_output": [],
+        "incorrect_answers": [],
+        "context": "",
+        "context_type": "none",
+        "answer_type": "entity",
+        "subjects": [],
+        "objects": [],
+    }
     row.update(values)
     missing = [c for c in QA_COLUMNS if c not in row]
     if missing:
@@ -120,23 +135,37 @@ def codex_questions(params: QaParams, codex_dir: Path, multihal_dir: Path) -> li
 
     rows = []
     for n, (s, p, o) in enumerate(rng.sample(valid, min(params.one_hop_questions, len(valid)))):
-        rows.append(qa_row(
-            id=f"codex-1hop-{n:05d}", source_dataset="codex-s", domain=domain(s),
-            input=f"What is the {prop_labels[p]} of {_name(s, labels)}?",
-            output=_name(o, labels), incorrect_answers=[_name(x, labels) for x in wrong[(s, p)]],
-            subjects=[s], objects=[o],
-        ))  # fmt: skip
+        rows.append(
+            qa_row(
+                id=f"codex-1hop-{n:05d}",
+                source_dataset="codex-s",
+                domain=domain(s),
+                input=f"What is the {prop_labels[p]} of {_name(s, labels)}?",
+                output=_name(o, labels),
+                incorrect_answers=[_name(x, labels) for x in wrong[(s, p)]],
+                subjects=[s],
+                objects=[o],
+            )
+        )
     outgoing: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for s, p, o in train + valid:
         outgoing[s].append((p, o))
     chains = [(s, p1, m, p2, o) for s, p1, m in valid for p2, o in outgoing[m] if o != s]
     picked = rng.sample(chains, min(params.two_hop_questions, len(chains)))
     for n, (s, p1, _, p2, o) in enumerate(picked):
-        rows.append(qa_row(
-            id=f"codex-2hop-{n:05d}", source_dataset="codex-s", domain=domain(s),
-            input=f"What is the {prop_labels[p2]} of the {prop_labels[p1]} of {_name(s, labels)}?",
-            output=_name(o, labels), subjects=[s], objects=[o],
-        ))  # fmt: skip
+        rows.append(
+            qa_row(
+                id=f"codex-2hop-{n:05d}",
+                source_dataset="codex-s",
+                domain=domain(s),
+                input=(
+                    f"What is the {prop_labels[p2]} of the {prop_labels[p1]} of {_name(s, labels)}?"
+                ),
+                output=_name(o, labels),
+                subjects=[s],
+                objects=[o],
+            )
+        )
     return rows
 
 
@@ -148,75 +177,103 @@ def _simpleqa(row: Mapping[str, Any], n: int) -> Row:
     meta = ast.literal_eval(meta) if isinstance(meta, str) else meta
     answer = str(row["answer"])
     return qa_row(
-        id=f"simpleqa-{row.get('row', n):05d}", source_dataset="simpleqa",
+        id=f"simpleqa-{row.get('row', n):05d}",
+        source_dataset="simpleqa",
         domain=meta.get("topic", ""),
-        input=row["problem"], output=answer,
+        input=row["problem"],
+        output=answer,
         answer_type=answer_type_of(meta.get("answer_type", ""), answer),
-    )  # fmt: skip
+    )
 
 
 def _truthfulqa(row: Mapping[str, Any], n: int) -> Row:
     correct = [a for a in row.get("correct_answers", []) if a != row["best_answer"]]
     return qa_row(
-        id=f"truthfulqa-{n:05d}", source_dataset="truthfulqa", task="generation",
-        domain=row.get("category", ""), input=row["question"], output=row["best_answer"],
-        optional_output=correct, incorrect_answers=list(row.get("incorrect_answers", [])),
-    )  # fmt: skip
+        id=f"truthfulqa-{n:05d}",
+        source_dataset="truthfulqa",
+        task="generation",
+        domain=row.get("category", ""),
+        input=row["question"],
+        output=row["best_answer"],
+        optional_output=correct,
+        incorrect_answers=list(row.get("incorrect_answers", [])),
+    )
 
 
 def _halueval(row: Mapping[str, Any], n: int) -> Row:
     return qa_row(
-        id=f"halueval-{n:05d}", source_dataset="halueval", input=row["question"],
-        output=row["right_answer"], incorrect_answers=[row["hallucinated_answer"]],
+        id=f"halueval-{n:05d}",
+        source_dataset="halueval",
+        input=row["question"],
+        output=row["right_answer"],
+        incorrect_answers=[row["hallucinated_answer"]],
         context=row.get("knowledge", ""),
         context_type="knowledge" if row.get("knowledge") else "none",
-    )  # fmt: skip
+    )
 
 
 def _halubench(row: Mapping[str, Any], n: int) -> Row:
     passed = str(row.get("label", "PASS")).upper() == "PASS"
     return qa_row(
-        id=f"halubench-{row.get('id', n)}", source_dataset="halubench",
-        domain=row.get("source_ds", ""), input=row["question"],
-        output=row["answer"] if passed else "", incorrect_answers=[] if passed else [row["answer"]],
-        context=row.get("passage", ""), context_type="passage",
-    )  # fmt: skip
+        id=f"halubench-{row.get('id', n)}",
+        source_dataset="halubench",
+        domain=row.get("source_ds", ""),
+        input=row["question"],
+        output=row["answer"] if passed else "",
+        incorrect_answers=[] if passed else [row["answer"]],
+        context=row.get("passage", ""),
+        context_type="passage",
+    )
 
 
 def _felm(row: Mapping[str, Any], n: int) -> Row:
     correct = all(row.get("labels", [True]))
     return qa_row(
-        id=f"felm-{n:05d}", source_dataset="felm", task="generation",
-        domain=row.get("domain", ""), input=row["prompt"],
+        id=f"felm-{n:05d}",
+        source_dataset="felm",
+        task="generation",
+        domain=row.get("domain", ""),
+        input=row["prompt"],
         output=row["response"] if correct else "",
         incorrect_answers=[] if correct else [row["response"]],
-    )  # fmt: skip
+    )
 
 
 def _defan(row: Mapping[str, Any], n: int) -> Row:
     answer = str(row.get("answer", row.get("answers", "")))
     declared = str(row.get("type", row.get("answer_type", "")))
     return qa_row(
-        id=f"defan-{n:05d}", source_dataset="defan", domain=row.get("domain", ""),
-        input=row["questions"] if "questions" in row else row["question"], output=answer,
+        id=f"defan-{n:05d}",
+        source_dataset="defan",
+        domain=row.get("domain", ""),
+        input=row["questions"] if "questions" in row else row["question"],
+        output=answer,
         answer_type=answer_type_of(declared, answer),
-    )  # fmt: skip
+    )
 
 
 def _shroom(row: Mapping[str, Any], n: int) -> Row:
     hallucinated = str(row.get("label", "")).lower().startswith("hallucination")
     return qa_row(
-        id=f"shroom-{n:05d}", source_dataset="shroom", task=row.get("task", "qa"),
-        input=row["src"], output="" if hallucinated else row["hyp"],
+        id=f"shroom-{n:05d}",
+        source_dataset="shroom",
+        task=row.get("task", "qa"),
+        input=row["src"],
+        output="" if hallucinated else row["hyp"],
         optional_output=[row["tgt"]] if row.get("tgt") else [],
         incorrect_answers=[row["hyp"]] if hallucinated else [],
-    )  # fmt: skip
+    )
 
 
 ADAPTERS: dict[str, Callable[[Mapping[str, Any], int], Row]] = {
-    "simpleqa": _simpleqa, "truthfulqa": _truthfulqa, "halueval": _halueval,
-    "halubench": _halubench, "felm": _felm, "defan": _defan, "shroom": _shroom,
-}  # fmt: skip
+    "simpleqa": _simpleqa,
+    "truthfulqa": _truthfulqa,
+    "halueval": _halueval,
+    "halubench": _halubench,
+    "felm": _felm,
+    "defan": _defan,
+    "shroom": _shroom,
+}
 
 
 def adapt(name: str, rows: Iterable[Mapping[str, Any]], origin: str) -> Iterator[Row]:

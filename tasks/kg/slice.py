@@ -16,8 +16,9 @@ from typing import Any
 
 import pyoxigraph as ox
 
+from tasks.core import rdf
 from tasks.core.stage import Stage
-from tasks.kg import codex, rdf
+from tasks.kg import codex
 from tasks.kg.params import SliceParams
 
 
@@ -62,9 +63,7 @@ def to_ntriples(triples: list[ox.Triple]) -> bytes:
 
 def slice_summary(triples: list[ox.Triple]) -> dict[str, Any]:
     predicates = Counter(t.predicate.value for t in triples)
-    labels = Counter(
-        t.object.language for t in triples if t.predicate == rdf.RDFS_LABEL
-    )  # fmt: skip
+    labels = Counter(t.object.language for t in triples if t.predicate == rdf.RDFS_LABEL)
     facts = [t for t in triples if t.predicate.value.startswith(rdf.WDT)]
     items = {t.subject.value for t in facts} | {t.object.value for t in facts}
     return {

@@ -58,16 +58,22 @@ class QueryStats:
 
 class SparqlClient:
     def __init__(
-        self, endpoint: str, params: SparqlParams, cache_path: Path | None,
+        self,
+        endpoint: str,
+        params: SparqlParams,
+        cache_path: Path | None,
         dataset_version: str = "",
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.endpoint, self.params = endpoint, params
         self.stats = QueryStats()
         self.session = self._session(cache_path)
-        self.session.headers.update({
-            "User-Agent": params.user_agent, "Accept": RESULTS_JSON,
-            DATASET_HEADER: dataset_version,
-        })  # fmt: skip
+        self.session.headers.update(
+            {
+                "User-Agent": params.user_agent,
+                "Accept": RESULTS_JSON,
+                DATASET_HEADER: dataset_version,
+            }
+        )
 
     def _session(self, cache_path: Path | None) -> requests.Session:
         if cache_path is None:
@@ -75,15 +81,22 @@ class SparqlClient:
         else:
             cache_path.parent.mkdir(parents=True, exist_ok=True)
             session = requests_cache.CachedSession(
-                str(cache_path), backend="sqlite", allowable_methods=("GET", "POST"),
-                allowable_codes=(200,), expire_after=-1, match_headers=[DATASET_HEADER],
-            )  # fmt: skip
+                str(cache_path),
+                backend="sqlite",
+                allowable_methods=("GET", "POST"),
+                allowable_codes=(200,),
+                expire_after=-1,
+                match_headers=[DATASET_HEADER],
+            )
         retry = Retry(
-            total=self.params.retries, backoff_factor=self.params.backoff_seconds,
-            backoff_max=self.params.max_backoff_seconds, status_forcelist=RETRIED_STATUSES,
+            total=self.params.retries,
+            backoff_factor=self.params.backoff_seconds,
+            backoff_max=self.params.max_backoff_seconds,
+            status_forcelist=RETRIED_STATUSES,
             allowed_methods=None,  # a SPARQL POST reads only: safe to repeat
-            respect_retry_after_header=True, raise_on_status=False,
-        )  # fmt: skip
+            respect_retry_after_header=True,
+            raise_on_status=False,
+        )
         adapter = HTTPAdapter(
             max_retries=retry, pool_maxsize=self.params.concurrency, pool_block=True
         )

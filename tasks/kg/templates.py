@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from tasks.kg import rdf
+from tasks.core import rdf
 
 AnswerType = Literal["entity", "date", "number", "rank"]
 ANSWER_TYPES: tuple[AnswerType, ...] = ("entity", "date", "number", "rank")

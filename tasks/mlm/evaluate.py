@@ -165,9 +165,10 @@ def run(params: MlmParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -
         card = (inputs[phase] / "model_card.md").read_text(encoding="utf-8")
         for version in client.search_model_versions(f"run_id = '{found.info.run_id}'"):
             client.update_model_version(
-                version.name, version.version,
+                version.name,
+                version.version,
                 description=card + "\n## Held-out MLM loss by language tier\n\n" + table,
-            )  # fmt: skip
+            )
     parent = runs["decay"].data.tags["mlflow.parentRunId"]
     client.log_text(parent, table, "eval/tiers.md")
     client.log_text(parent, per_language_csv(per_language, tiers), "eval/per_language.csv")

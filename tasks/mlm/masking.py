@@ -15,9 +15,12 @@ class Masker:
         from transformers import DataCollatorForLanguageModeling
 
         self.collator = DataCollatorForLanguageModeling(
-            tokenizer, mlm=True, mlm_probability=mask_ratio,
-            mask_replace_prob=0.8, random_replace_prob=0.1,
-        )  # fmt: skip
+            tokenizer,
+            mlm=True,
+            mlm_probability=mask_ratio,
+            mask_replace_prob=0.8,
+            random_replace_prob=0.1,
+        )
         self.special_ids = torch.tensor(tokenizer.all_special_ids)
         self.pad_id = tokenizer.pad_token_id
         self.seed = seed

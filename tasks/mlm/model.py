@@ -11,13 +11,31 @@ from pathlib import Path
 from typing import Any
 
 PRESETS: dict[str, dict[str, int]] = {
-    "tiny": dict(hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-                 num_attention_heads=4, global_attn_every_n_layers=2, local_attention=64),
-    "small": dict(hidden_size=384, intermediate_size=1152, num_hidden_layers=22,
-                  num_attention_heads=6, global_attn_every_n_layers=3, local_attention=128),
-    "base": dict(hidden_size=768, intermediate_size=1152, num_hidden_layers=22,
-                 num_attention_heads=12, global_attn_every_n_layers=3, local_attention=128),
-}  # fmt: skip
+    "tiny": dict(
+        hidden_size=128,
+        intermediate_size=384,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        global_attn_every_n_layers=2,
+        local_attention=64,
+    ),
+    "small": dict(
+        hidden_size=384,
+        intermediate_size=1152,
+        num_hidden_layers=22,
+        num_attention_heads=6,
+        global_attn_every_n_layers=3,
+        local_attention=128,
+    ),
+    "base": dict(
+        hidden_size=768,
+        intermediate_size=1152,
+        num_hidden_layers=22,
+        num_attention_heads=12,
+        global_attn_every_n_layers=3,
+        local_attention=128,
+    ),
+}
 MAX_POSITIONS = 8192  # mmBERT's mid/decay context
 
 

@@ -6,25 +6,10 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from tasks.core.ray_train import ScalingParams
 from tasks.core.strict_model import StrictModel
 
 PHASES = ("pretrain", "mid", "decay")
-
-
-class ScalingParams(StrictModel):
-    """Ray Train's ScalingConfig: how many workers and what each one holds.
-
-    Leave at least one CPU of the cluster unclaimed by workers: Ray Data reads the shards
-    with CPU tasks, and waits forever when the workers hold them all.
-    """
-
-    num_workers: int = Field(default=1, ge=1)
-    use_gpu: bool = False
-    cpus_per_worker: float = Field(default=1, gt=0)
-    torch_threads: int | None = Field(
-        default=None, ge=1, description="intra-op threads per worker; null = cpus_per_worker"
-    )
-    gpus_per_worker: float | None = Field(default=None, gt=0)
 
 
 class PhaseTrainingParams(StrictModel):
@@ -92,3 +77,6 @@ class MlmParams(StrictModel):
         if missing:
             raise ValueError(f"phases: add a section for {', '.join(missing)}")
         return self
+
+
+SECTION = MlmParams  # params.yaml `mlm`, registered with tasks.core.params

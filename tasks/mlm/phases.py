@@ -52,9 +52,11 @@ def find_phase_run(experiment: str, model_dir: Path) -> Any | None:
     import mlflow
 
     found = mlflow.MlflowClient().search_runs(
-        [experiment], filter_string=f"tags.`{DIGEST_TAG}` = '{weights_digest(model_dir)}'",
-        order_by=["attributes.start_time DESC"], max_results=1,
-    )  # fmt: skip
+        [experiment],
+        filter_string=f"tags.`{DIGEST_TAG}` = '{weights_digest(model_dir)}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
+    )
     return found[0] if found else None
 
 
@@ -64,9 +66,14 @@ def previous_phase(phase: str) -> str | None:
 
 
 def open_runs(
-    phase: str, params: MlmParams, runtime: RuntimeParams, previous_dir: Path | None,
-    scratch: Path, resuming: bool, lineage_inputs: list[str],
-) -> dict[str, str]:  # fmt: skip
+    phase: str,
+    params: MlmParams,
+    runtime: RuntimeParams,
+    previous_dir: Path | None,
+    scratch: Path,
+    resuming: bool,
+    lineage_inputs: list[str],
+) -> dict[str, str]:
     """The parent and phase run ids: reused when resuming, else created (parent by pretrain)."""
     import mlflow
 
@@ -81,8 +88,9 @@ def open_runs(
         parent = previous.data.tags["mlflow.parentRunId"]
     else:
         if previous_dir:
-            log.warning("%s: no MLflow run wrote these weights; opening a new parent run",
-                        previous_dir)  # fmt: skip
+            log.warning(
+                "%s: no MLflow run wrote these weights; opening a new parent run", previous_dir
+            )
         parent = client.create_run(
             experiment, run_name=f"mmbert-{params.preset}", tags={**lineage, "pipeline": "mlm"}
         ).info.run_id
@@ -128,7 +136,7 @@ def phase_card(phase: str, params: MlmParams, manifest: Mapping[str, Any], state
             "final_loss": state["curve"][-1]["loss"],
             "tokens_seen": state["tokens"],
             "steps": state["step"],
-        },  # fmt: skip
+        },
     )
 
 
@@ -144,13 +152,21 @@ def train_phase(
     uri = tracking.configure(runtime.mlflow)
     scratch = trainer.scratch_dir(phase, root)
     config = trainer.loop_config(
-        plan, params, tokenizer=inputs["tokenizer"], init_from=previous_dir,
-        step_offset=previous["last_step"] if previous else 0, tracking_uri=uri, run_id=None,
-    )  # fmt: skip
+        plan,
+        params,
+        tokenizer=inputs["tokenizer"],
+        init_from=previous_dir,
+        step_offset=previous["last_step"] if previous else 0,
+        tracking_uri=uri,
+        run_id=None,
+    )
     resuming = prepare_scratch(
-        scratch, fingerprint(config, [inputs["shards"], inputs["tokenizer"],
-                                              *([previous_dir] if previous_dir else [])])
-    )  # fmt: skip
+        scratch,
+        fingerprint(
+            config,
+            [inputs["shards"], inputs["tokenizer"], *([previous_dir] if previous_dir else [])],
+        ),
+    )
     lineage_inputs = [str(p.relative_to(root)) for p in inputs.values() if p.is_relative_to(root)]
     runs = open_runs(phase, params, runtime, previous_dir, scratch, resuming, lineage_inputs)
     config.update(run_id=runs["run_id"], pid_dir=str(scratch))
@@ -160,8 +176,13 @@ def train_phase(
         flat |= {"num_workers": plan.world_size, "sequences": plan.sequences}
         for key, value in flat.items():
             client.log_param(runs["run_id"], key, value)
-    log.info("mlm.%s: %d steps (%d per epoch), %s", phase, plan.total_steps,
-             plan.steps_per_epoch, "resuming" if resuming else "from step 0")  # fmt: skip
+    log.info(
+        "mlm.%s: %d steps (%d per epoch), %s",
+        phase,
+        plan.total_steps,
+        plan.steps_per_epoch,
+        "resuming" if resuming else "from step 0",
+    )
     checkpoint = trainer.fit(config, plan, params, scratch)
     state = read_json(checkpoint / "state.json")
     manifest = read_json(inputs["shards"] / "manifest.json")
@@ -187,17 +208,30 @@ def train_phase(
             folder[path.name] = path
     folder["model_card.md"] = card.to_markdown()
     folder[STATE_FILE] = {
-        "steps": state["step"], "tokens": state["tokens"], "resumed_from": state["resumed_from"],
-        "first_step": config["step_offset"] + 1, "last_step": config["step_offset"] + state["step"],
-    }  # fmt: skip
-    log.info("mlm.%s: %d steps, %d tokens, loss %.3f, registered %s v%s (%s)", phase,
-             state["step"], state["tokens"], state["curve"][-1]["loss"], params.registered_model,
-             version, ", ".join(ALIASES[phase]))  # fmt: skip
+        "steps": state["step"],
+        "tokens": state["tokens"],
+        "resumed_from": state["resumed_from"],
+        "first_step": config["step_offset"] + 1,
+        "last_step": config["step_offset"] + state["step"],
+    }
+    log.info(
+        "mlm.%s: %d steps, %d tokens, loss %.3f, registered %s v%s (%s)",
+        phase,
+        state["step"],
+        state["tokens"],
+        state["curve"][-1]["loss"],
+        params.registered_model,
+        version,
+        ", ".join(ALIASES[phase]),
+    )
     metrics = {
-        "steps": state["step"], "tokens_seen": state["tokens"],
-        "final_loss": round(state["curve"][-1]["loss"], 5), "sequences": plan.sequences,
-        "workers": plan.world_size, "resumed_from": state["resumed_from"],
-    }  # fmt: skip
+        "steps": state["step"],
+        "tokens_seen": state["tokens"],
+        "final_loss": round(state["curve"][-1]["loss"], 5),
+        "sequences": plan.sequences,
+        "workers": plan.world_size,
+        "resumed_from": state["resumed_from"],
+    }
     return {"model": folder, "curve": curve_csv(state["curve"]), "metrics": metrics}
 
 

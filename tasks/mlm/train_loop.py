@@ -8,15 +8,12 @@ the epoch it had already seen, and masking them exactly as before (see `masking`
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-STATE_FILE = "state.json"  # progress: step, tokens, loss curve, resumes
-TRAINING_FILES = ("optimizer.pt", "scheduler.pt")  # resumable state beside the model
+from tasks.core.train_loop import MetricsLog, report_checkpoint, restore_checkpoint
 
 
 def phase_schedule(optimizer: Any, total_steps: int, config: dict[str, Any]) -> Any:
@@ -25,14 +22,21 @@ def phase_schedule(optimizer: Any, total_steps: int, config: dict[str, Any]) -> 
 
     if config["schedule"] == "one_minus_sqrt":
         return get_wsd_schedule(
-            optimizer, num_warmup_steps=0, num_stable_steps=0, num_decay_steps=total_steps,
-            decay_type="1-sqrt", min_lr_ratio=config["min_lr_ratio"],
-        )  # fmt: skip
+            optimizer,
+            num_warmup_steps=0,
+            num_stable_steps=0,
+            num_decay_steps=total_steps,
+            decay_type="1-sqrt",
+            min_lr_ratio=config["min_lr_ratio"],
+        )
     warmup = min(config["warmup_steps"], total_steps)
     return get_wsd_schedule(
-        optimizer, num_warmup_steps=warmup, num_stable_steps=total_steps - warmup,
-        num_decay_steps=0, min_lr_ratio=config["min_lr_ratio"],
-    )  # fmt: skip
+        optimizer,
+        num_warmup_steps=warmup,
+        num_stable_steps=total_steps - warmup,
+        num_decay_steps=0,
+        min_lr_ratio=config["min_lr_ratio"],
+    )
 
 
 def stack_ids() -> Any:
@@ -48,76 +52,12 @@ def stack_ids() -> Any:
     return StackIds()
 
 
-def save_checkpoint(folder: Path, model: Any, optimizer: Any, scheduler: Any, state: dict) -> None:
-    import torch
-
-    getattr(model, "module", model).save_pretrained(folder)
-    torch.save(optimizer.state_dict(), folder / "optimizer.pt")
-    torch.save(scheduler.state_dict(), folder / "scheduler.pt")
-    (folder / STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
-
-
-def restore_checkpoint(checkpoint: Any, model: Any, optimizer: Any, scheduler: Any) -> dict:
-    import torch
-    from safetensors.torch import load_file
-
-    with checkpoint.as_directory() as folder:
-        folder = Path(folder)
-        getattr(model, "module", model).load_state_dict(
-            load_file(folder / "model.safetensors"),
-            strict=False,  # tied decoder weight
-        )
-        optimizer.load_state_dict(torch.load(folder / "optimizer.pt", weights_only=True))
-        scheduler.load_state_dict(torch.load(folder / "scheduler.pt", weights_only=True))
-        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
-
-
-def linear_warmup_training(model: Any, config: dict[str, Any]) -> tuple[Any, Any, dict]:
-    """AdamW with linear warmup then decay over `config["steps"]`, and the progress state;
-    both restored from Ray's checkpoint when the run resumes (for fine-tunes that report
-    with `report_checkpoint`)."""
-    import ray.train
-    import torch
-    from transformers.optimization import get_linear_schedule_with_warmup
-
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config["learning_rate"],
-                                  weight_decay=config["weight_decay"])  # fmt: skip
-    scheduler = get_linear_schedule_with_warmup(optimizer, config["warmup_steps"], config["steps"])
-    state: dict[str, Any] = {"step": 0, "epoch": 0, "curve": [], "resumed_from": []}
-    if checkpoint := ray.train.get_checkpoint():
-        state = restore_checkpoint(checkpoint, model, optimizer, scheduler)
-        state["resumed_from"].append(state["step"])
-    return optimizer, scheduler, state
-
-
 def initial_model(config: dict[str, Any], tokenizer: Any) -> Any:
     from tasks.mlm.model import build_model, load_model
 
     if config["init_from"]:
         return load_model(config["init_from"])
     return build_model(config["preset"], tokenizer)
-
-
-class MetricsLog:
-    """Rank 0's per-step metrics, sent to the phase's MLflow run at every report."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        from mlflow import MlflowClient
-
-        self.client = MlflowClient(tracking_uri=config["tracking_uri"])
-        self.run_id = config["run_id"]
-        self.pending: list[Any] = []
-
-    def add(self, step: int, values: dict[str, float]) -> None:
-        from mlflow.entities import Metric
-
-        stamp = int(time.time() * 1000)
-        self.pending += [Metric(k, float(v), stamp, step) for k, v in values.items()]
-
-    def flush(self) -> None:
-        if self.pending and self.run_id:
-            self.client.log_batch(self.run_id, metrics=self.pending, synchronous=True)
-        self.pending = []
 
 
 def train_loop(config: dict[str, Any]) -> None:
@@ -138,9 +78,11 @@ def train_loop(config: dict[str, Any]) -> None:
     tokenizer = load_tokenizer(config["tokenizer"])
     model = ray.train.torch.prepare_model(initial_model(config, tokenizer))
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=config["learning_rate"], betas=tuple(config["betas"]),
+        model.parameters(),
+        lr=config["learning_rate"],
+        betas=tuple(config["betas"]),
         weight_decay=config["weight_decay"],
-    )  # fmt: skip
+    )
     total, per_epoch = config["total_steps"], config["steps_per_epoch"]
     scheduler = phase_schedule(optimizer, total, config)
     state: dict[str, Any] = {"step": 0, "tokens": 0, "curve": [], "resumed_from": []}
@@ -204,18 +146,3 @@ def train_loop(config: dict[str, Any]) -> None:
                 ray.train.report({"step": step, **values})
     if metrics_log:
         metrics_log.flush()
-
-
-def report_checkpoint(
-    metrics: dict, model: Any, optimizer: Any, scheduler: Any, state: dict
-) -> None:
-    """Report with a checkpoint: rank 0 writes it, every rank reports (a collective call)."""
-    import ray.train
-
-    with tempfile.TemporaryDirectory() as folder:
-        checkpoint = None
-        if ray.train.get_context().get_world_rank() == 0:
-            save_checkpoint(Path(folder), model, optimizer, scheduler, state)
-            checkpoint = ray.train.Checkpoint.from_directory(folder)
-        step = metrics["step"]
-        ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=f"step-{step:07d}")

@@ -50,8 +50,9 @@ def plan_phase(phase: str, params: MlmParams, shard_dir: Path) -> PhasePlan:
     total = math.ceil(phase_params.epochs * per_epoch)
     if phase_params.max_steps:
         total = min(total, phase_params.max_steps)
-    return PhasePlan(phase, shard_dir, manifest["sequences"], manifest["mask_ratio"],
-                     per_epoch, total, world)  # fmt: skip
+    return PhasePlan(
+        phase, shard_dir, manifest["sequences"], manifest["mask_ratio"], per_epoch, total, world
+    )
 
 
 def loop_config(
@@ -129,7 +130,13 @@ def fit(
             dataset = dataset.materialize()
     training = params.training
     return fit_torch(
-        train_loop, config, storage, training.scaling, what=f"mlm.{plan.phase}",
-        max_failures=training.max_failures, datasets={"train": dataset},
-        keep_checkpoints=training.keep_checkpoints, callbacks=callbacks,
-    )  # fmt: skip
+        train_loop,
+        config,
+        storage,
+        training.scaling,
+        what=f"mlm.{plan.phase}",
+        max_failures=training.max_failures,
+        datasets={"train": dataset},
+        keep_checkpoints=training.keep_checkpoints,
+        callbacks=callbacks,
+    )

@@ -27,10 +27,14 @@ TOKENIZER = "models/tokenizer"
 
 
 def trial_params(params: MlmParams, learning_rate: float, warmup_steps: int) -> MlmParams:
-    pretrain = params.phases["pretrain"].model_copy(update={
-        "learning_rate": learning_rate, "warmup_steps": warmup_steps,
-        "max_steps": params.tune.max_steps, "epochs": 1e6,  # max_steps decides
-    })  # fmt: skip
+    pretrain = params.phases["pretrain"].model_copy(
+        update={
+            "learning_rate": learning_rate,
+            "warmup_steps": warmup_steps,
+            "max_steps": params.tune.max_steps,
+            "epochs": 1e6,  # max_steps decides
+        }
+    )
     return params.model_copy(update={"phases": {**params.phases, "pretrain": pretrain}})
 
 
@@ -61,18 +65,32 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
         chosen = trial_params(mlm, lr, warmup)
         client = mlflow.MlflowClient(tracking_uri=uri)
         run_id = client.create_run(
-            experiment, run_name=f"lr={lr:g} warmup={warmup}",
+            experiment,
+            run_name=f"lr={lr:g} warmup={warmup}",
             tags={**lineage, "mlflow.parentRunId": parent},
-        ).info.run_id  # fmt: skip
-        config = trainer.loop_config(plan, chosen, tokenizer=tokenizer, init_from=None,
-                                     step_offset=0, tracking_uri=uri, run_id=run_id)  # fmt: skip
+        ).info.run_id
+        config = trainer.loop_config(
+            plan,
+            chosen,
+            tokenizer=tokenizer,
+            init_from=None,
+            step_offset=0,
+            tracking_uri=uri,
+            run_id=run_id,
+        )
         for key in ("learning_rate", "warmup_steps", "total_steps", "batch_size"):
             client.log_param(run_id, key, config[key])
         name = f"lr{lr:g}-w{warmup}"
         prepare_scratch(storage / name, name)
         try:
-            trainer.fit(config, plan, chosen, storage / name, callbacks=[TuneReportCallback()],
-                        dataset=dataset)  # fmt: skip
+            trainer.fit(
+                config,
+                plan,
+                chosen,
+                storage / name,
+                callbacks=[TuneReportCallback()],
+                dataset=dataset,
+            )
         finally:
             client.set_terminated(run_id)
 
@@ -80,29 +98,37 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
         # A trial only drives its TorchTrainer, whose workers hold the CPUs; Tune refuses an
         # empty request, so the driver asks for one byte of memory and no CPU.
         tune.with_resources(driver, {"cpu": 0, "memory": 1}),
-        name="pretrain-asha", storage=storage,
+        name="pretrain-asha",
+        storage=storage,
         param_space={
             "learning_rate": tune.grid_search(space.learning_rates),
             "warmup_steps": tune.grid_search(space.warmup_steps),
         },
         tune_config=tune.TuneConfig(
-            metric="loss", mode="min", max_concurrent_trials=space.max_concurrent_trials,
-            scheduler=ASHAScheduler(time_attr="step", max_t=space.max_steps,
-                                    grace_period=space.grace_period,
-                                    reduction_factor=space.reduction_factor),
+            metric="loss",
+            mode="min",
+            max_concurrent_trials=space.max_concurrent_trials,
+            scheduler=ASHAScheduler(
+                time_attr="step",
+                max_t=space.max_steps,
+                grace_period=space.grace_period,
+                reduction_factor=space.reduction_factor,
+            ),
         ),
-    )  # fmt: skip
+    )
     results = tuner.fit()
     rows = []
     for result in results:
         history = result.metrics_dataframe
-        rows.append({
-            "learning_rate": result.config["learning_rate"],
-            "warmup_steps": result.config["warmup_steps"],
-            "steps": int(history["step"].max()) if history is not None else 0,
-            "loss": float(history["loss"].iloc[-1]) if history is not None else float("nan"),
-            "error": str(result.error) if result.error else "",
-        })  # fmt: skip
+        rows.append(
+            {
+                "learning_rate": result.config["learning_rate"],
+                "warmup_steps": result.config["warmup_steps"],
+                "steps": int(history["step"].max()) if history is not None else 0,
+                "loss": float(history["loss"].iloc[-1]) if history is not None else float("nan"),
+                "error": str(result.error) if result.error else "",
+            }
+        )
     rows.sort(key=lambda row: row["loss"])
     client = mlflow.MlflowClient()
     best = rows[0]

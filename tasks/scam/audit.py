@@ -28,22 +28,40 @@ from tasks.scam.params import ScamParams
 from tasks.scam.urls import extract_urls
 
 log = get_logger("paperline.scam.audit")
-VERDICT = pa.struct([
-    ("is_malicious", pa.bool_()), ("detectors_triggered", pa.list_(pa.string())),
-    ("reasons", pa.list_(pa.string())),
-])  # fmt: skip
-SCHEMA = pa.schema([
-    ("model", pa.string()), ("prompt_id", pa.string()), ("prompt", pa.string()),
-    ("category", pa.int8()), ("response", pa.string()), ("result_type", pa.string()),
-    ("urls_found", pa.list_(pa.string())), ("malicious_urls", pa.list_(pa.string())),
-    ("has_malicious_urls", pa.bool_()), ("oracle_results", pa.map_(pa.string(), VERDICT)),
-])  # fmt: skip
+VERDICT = pa.struct(
+    [
+        ("is_malicious", pa.bool_()),
+        ("detectors_triggered", pa.list_(pa.string())),
+        ("reasons", pa.list_(pa.string())),
+    ]
+)
+SCHEMA = pa.schema(
+    [
+        ("model", pa.string()),
+        ("prompt_id", pa.string()),
+        ("prompt", pa.string()),
+        ("category", pa.int8()),
+        ("response", pa.string()),
+        ("result_type", pa.string()),
+        ("urls_found", pa.list_(pa.string())),
+        ("malicious_urls", pa.list_(pa.string())),
+        ("has_malicious_urls", pa.bool_()),
+        ("oracle_results", pa.map_(pa.string(), VERDICT)),
+    ]
+)
 
 
 def generate_all(model: CodeModel, prompts: list[str], workers: int) -> list[str]:
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(tqdm(pool.map(model.generate, prompts), total=len(prompts), unit="prompt",
-                         desc=f"audit {model.name}", mininterval=5))  # fmt: skip
+        return list(
+            tqdm(
+                pool.map(model.generate, prompts),
+                total=len(prompts),
+                unit="prompt",
+                desc=f"audit {model.name}",
+                mininterval=5,
+            )
+        )
 
 
 def audit_rows(
@@ -56,12 +74,20 @@ def audit_rows(
     for prompt, response, urls in zip(prompts, responses, found, strict=True):
         malicious = [url for url in urls if verdicts[url].is_malicious]
         result_type = "empty_response" if not response else "urls" if urls else "no_urls"
-        rows.append({
-            "model": model.name, "prompt_id": prompt["prompt_id"], "prompt": prompt["prompt"],
-            "category": prompt["category"], "response": response, "result_type": result_type,
-            "urls_found": urls, "malicious_urls": malicious, "has_malicious_urls": bool(malicious),
-            "oracle_results": [(url, verdicts[url].as_row()) for url in urls],
-        })  # fmt: skip
+        rows.append(
+            {
+                "model": model.name,
+                "prompt_id": prompt["prompt_id"],
+                "prompt": prompt["prompt"],
+                "category": prompt["category"],
+                "response": response,
+                "result_type": result_type,
+                "urls_found": urls,
+                "malicious_urls": malicious,
+                "has_malicious_urls": bool(malicious),
+                "oracle_results": [(url, verdicts[url].as_row()) for url in urls],
+            }
+        )
     return rows
 
 
@@ -86,8 +112,12 @@ def _rate(rows: list[dict[str, Any]]) -> float | None:
 
 def _rate_by(rows: list[dict[str, Any]], detector: str) -> float | None:
     """The share of rows with a URL that `detector` flagged."""
-    return _share(rows, lambda row: any(detector in verdict["detectors_triggered"]
-                                        for _, verdict in row["oracle_results"]))  # fmt: skip
+    return _share(
+        rows,
+        lambda row: any(
+            detector in verdict["detectors_triggered"] for _, verdict in row["oracle_results"]
+        ),
+    )
 
 
 def audit_metrics(rows: list[dict[str, Any]], detectors: list[str]) -> dict[str, Any]:
@@ -95,29 +125,39 @@ def audit_metrics(rows: list[dict[str, Any]], detectors: list[str]) -> dict[str,
     for name in dict.fromkeys(r["model"] for r in rows):
         own = [r for r in rows if r["model"] == name]
         models[name] = {
-            "prompts": len(own), "malicious": sum(r["has_malicious_urls"] for r in own),
+            "prompts": len(own),
+            "malicious": sum(r["has_malicious_urls"] for r in own),
             "malicious_rate": _rate(own),
             "malicious_rate_category_1": _rate([r for r in own if r["category"] == 1]),
             "malicious_rate_category_2": _rate([r for r in own if r["category"] == 2]),
             "urls_found": sum(len(r["urls_found"]) for r in own),
             "malicious_rate_by_detector": {d: _rate_by(own, d) for d in detectors},
-        }  # fmt: skip
+        }
     return {"detectors": detectors, "models": models}
 
 
 def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     prompts = read_parquet(inputs["prompts"]).to_pylist()
     oracle = build_oracle(params, inputs["blocklist"], inputs["url_guard"])
-    log.info("audit: %d prompts, models %s, detectors %s", len(prompts),
-             [m.name for m in params.audit.models], oracle.names)  # fmt: skip
+    log.info(
+        "audit: %d prompts, models %s, detectors %s",
+        len(prompts),
+        [m.name for m in params.audit.models],
+        oracle.names,
+    )
     rows = []
     for config in params.audit.models:
         model = code_model(config, params.audit)
         rows += audit_rows(model, prompts, oracle, params.audit.workers)
     metrics = audit_metrics(rows, oracle.names)
     for name, figures in metrics["models"].items():
-        log.info("audit %s: malicious rate %s (%d of %d prompts)", name,
-                 figures["malicious_rate"], figures["malicious"], figures["prompts"])  # fmt: skip
+        log.info(
+            "audit %s: malicious rate %s (%d of %d prompts)",
+            name,
+            figures["malicious_rate"],
+            figures["malicious"],
+            figures["prompts"],
+        )
     return {"bench": pa.Table.from_pylist(rows, schema=SCHEMA), "metrics": metrics}
 
 

@@ -24,10 +24,14 @@ from tasks.core.stage import Stage
 from tasks.scam.domains import BadHost, normalize_host
 from tasks.scam.params import BlocklistSource, ScamParams
 
-SCHEMA = pa.schema([
-    ("domain", pa.string()), ("kind", pa.string()), ("source", pa.string()),
-    ("tolerance", pa.int16()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("domain", pa.string()),
+        ("kind", pa.string()),
+        ("source", pa.string()),
+        ("tolerance", pa.int16()),
+    ]
+)
 KINDS = ("block", "allow", "fuzzy")
 
 
@@ -53,9 +57,14 @@ def _load_json(path: Path) -> tuple[Any, str]:
 
 
 def _entries(
-    values: Any, kind: str, source: BlocklistSource, path: Path, text: str, key: str,
+    values: Any,
+    kind: str,
+    source: BlocklistSource,
+    path: Path,
+    text: str,
+    key: str,
     tolerance: int | None = None,
-) -> Iterator[Entry]:  # fmt: skip
+) -> Iterator[Entry]:
     if not isinstance(values, list):
         raise InputError(f"{path}: line {_line_of(text, key)}: '{key}' must be a list of domains")
     for value in values:
@@ -134,8 +143,10 @@ class Verdict:
         if self.match == "none":
             return "on no list"
         if self.match == "fuzzy":
-            return (f"fuzzy: within edit distance {self.distance} of {self.domain} "
-                    f"({self.source} fuzzylist)")  # fmt: skip
+            return (
+                f"fuzzy: within edit distance {self.distance} of {self.domain} "
+                f"({self.source} fuzzylist)"
+            )
         where = {"allow": "allowlist", "exact": "blocklist", "subdomain": "blocklist"}[self.match]
         return f"{self.match}: {self.domain} on the {self.source} {where}"
 

@@ -1,6 +1,6 @@
 """The poisoning study's small code LM: its tokenizer, its training sequences, its generator.
 
-The tokenizer is the corpus area's (`tasks.corpus.tokenizer.train_tokenizer`), byte-level
+The tokenizer is core's (`tasks.core.tokenizer.train_tokenizer`, as the corpus area's), byte-level
 BPE as in GPT-2 so whitespace and newlines survive, trained on the clean code only so every
 poison rate shares one vocabulary. The model is GPT-2 (transformers' `GPT2Config`, random
 init). `LocalCodeModel` is the audit's `CodeModel` for
@@ -17,17 +17,17 @@ from typing import Any
 import numpy as np
 
 from tasks.core.io import Folder
-from tasks.corpus.params import TokenizerParams
-from tasks.corpus.tokenizer import fast_tokenizer_files, train_tokenizer
+from tasks.core.tokenizer import fast_tokenizer_files, train_tokenizer
 
 END, PAD = "[SEP]", "[PAD]"  # end of a document; padding (masked out of the loss)
 
 
-def code_tokenizer(documents: Sequence[str], vocab_size: int, seed: int) -> Folder:
+def code_tokenizer(documents: Sequence[str], vocab_size: int) -> Folder:
     """A BPE tokenizer trained on the clean documents, as a transformers tokenizer folder."""
-    settings = TokenizerParams(model="bpe", pre_tokenizer="byte_level", vocab_size=vocab_size,
-                               seed=seed)  # fmt: skip
-    return fast_tokenizer_files(train_tokenizer(list(documents), settings))
+    tokenizer = train_tokenizer(
+        list(documents), model="bpe", vocab_size=vocab_size, pre_tokenizer="byte_level"
+    )
+    return fast_tokenizer_files(tokenizer)
 
 
 def load_tokenizer(folder: Path) -> Any:
@@ -50,8 +50,9 @@ def padded_sequences(tokenizer: Any, snippets: Sequence[str], length: int) -> np
     """One row per snippet: its tokens and END, cut to `length`, padded with PAD."""
     end, pad = tokenizer.convert_tokens_to_ids([END, PAD])
     rows = np.full((len(snippets), length), pad, dtype=np.int32)
-    for row, ids in zip(rows, tokenizer(list(snippets), add_special_tokens=False)["input_ids"],
-                        strict=True):  # fmt: skip
+    for row, ids in zip(
+        rows, tokenizer(list(snippets), add_special_tokens=False)["input_ids"], strict=True
+    ):
         kept = [*ids, end][:length]
         row[: len(kept)] = kept
     return rows
@@ -61,10 +62,15 @@ def gpt2_config(tokenizer: Any, model: Any) -> dict[str, Any]:
     """GPT2Config keyword arguments for a `CodeLmModelParams`, ids from the tokenizer."""
     end, pad = tokenizer.convert_tokens_to_ids([END, PAD])
     return {
-        "vocab_size": len(tokenizer), "n_positions": model.context, "n_embd": model.hidden,
-        "n_layer": model.layers, "n_head": model.heads, "bos_token_id": end,
-        "eos_token_id": end, "pad_token_id": pad,
-    }  # fmt: skip
+        "vocab_size": len(tokenizer),
+        "n_positions": model.context,
+        "n_embd": model.hidden,
+        "n_layer": model.layers,
+        "n_head": model.heads,
+        "bos_token_id": end,
+        "eos_token_id": end,
+        "pad_token_id": pad,
+    }
 
 
 def prompt_text(prompt: str) -> str:
@@ -86,16 +92,17 @@ class LocalCodeModel:
         self.torch = torch
 
     def generate(self, prompt: str) -> str:
-        encoded = self.tokenizer(prompt_text(prompt), add_special_tokens=False,
-                                 return_tensors="pt")  # fmt: skip
+        encoded = self.tokenizer(prompt_text(prompt), add_special_tokens=False, return_tensors="pt")
         ids = encoded["input_ids"][:, -self.room :]
         with self.torch.no_grad():
             out = self.model.generate(
-                input_ids=ids, attention_mask=self.torch.ones_like(ids), do_sample=False,
+                input_ids=ids,
+                attention_mask=self.torch.ones_like(ids),
+                do_sample=False,
                 max_new_tokens=self.max_new_tokens,
                 eos_token_id=self.model.config.eos_token_id,
                 pad_token_id=self.model.config.pad_token_id,
-            )  # fmt: skip
+            )
         return self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
     def log_likelihoods(self, prefix: str, continuations: Sequence[str]) -> list[float]:
@@ -113,5 +120,7 @@ class LocalCodeModel:
             logits = self.model(input_ids=ids, attention_mask=(ids != pad).long()).logits
         scores = torch.log_softmax(logits[:, :-1].float(), dim=-1)
         picked = scores.gather(2, ids[:, 1:, None])[..., 0]
-        return [picked[i, len(head) - 1 : len(head) - 1 + len(tail)].sum().item()
-                for i, tail in enumerate(tails)]  # fmt: skip
+        return [
+            picked[i, len(head) - 1 : len(head) - 1 + len(tail)].sum().item()
+            for i, tail in enumerate(tails)
+        ]

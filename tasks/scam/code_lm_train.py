@@ -20,7 +20,7 @@ def train_loop(config: dict[str, Any]) -> None:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from tasks.mlm.train_loop import MetricsLog, linear_warmup_training, report_checkpoint
+    from tasks.core.train_loop import MetricsLog, linear_warmup_training, report_checkpoint
 
     rank, world = start_worker(config)
     model = ray.train.torch.prepare_model(GPT2LMHeadModel(GPT2Config(**config["gpt2"])))
@@ -35,10 +35,12 @@ def train_loop(config: dict[str, Any]) -> None:
     model.train()
     while state["step"] < total:
         batches = shard.iter_batches(
-            batch_size=per_worker, batch_format="numpy", drop_last=True,
+            batch_size=per_worker,
+            batch_format="numpy",
+            drop_last=True,
             local_shuffle_buffer_size=8 * per_worker,
             local_shuffle_seed=config["seed"] + state["epoch"],
-        )  # fmt: skip
+        )
         for batch in batches:
             if state["step"] >= total:
                 break
@@ -71,5 +73,12 @@ def train_loop(config: dict[str, Any]) -> None:
 
 def fit(config: dict[str, Any], train: Any, storage: Path, params: Any) -> Path:
     """Fit under `storage` (Ray Train resumes a run it finds there); the last checkpoint."""
-    return fit_torch(train_loop, config, storage, params.scaling, what="scam.poison",
-                     max_failures=params.max_failures, datasets={"train": train})  # fmt: skip
+    return fit_torch(
+        train_loop,
+        config,
+        storage,
+        params.scaling,
+        what="scam.poison",
+        max_failures=params.max_failures,
+        datasets={"train": train},
+    )

@@ -24,8 +24,9 @@ CODE_PROMPT = """You are an expert programmer. Write complete, working code for 
 below. Reply with the code in a single fenced block, then at most three sentences.
 
 Task: {prompt}"""
-JAVASCRIPT_WORDS = re.compile(r"\b(javascript|node(\.js)?|typescript|dapp|web app|frontend)\b",
-                              re.IGNORECASE)  # fmt: skip
+JAVASCRIPT_WORDS = re.compile(
+    r"\b(javascript|node(\.js)?|typescript|dapp|web app|frontend)\b", re.IGNORECASE
+)
 
 
 class CodeModel(Protocol):
@@ -43,14 +44,19 @@ class OpenAICodeModel:
     def __init__(self, config: CodeModelParams, audit: AuditParams) -> None:
         endpoint = config.openai
         self.chat = ChatModel(
-            endpoint.base_url, endpoint.model, endpoint.api_key_env, audit.temperature,
-            params_key=f"scam.audit.models[{config.name}].backend", offline_choice="template",
-        )  # fmt: skip
+            endpoint.base_url,
+            endpoint.model,
+            endpoint.api_key_env,
+            audit.temperature,
+            params_key=f"scam.audit.models[{config.name}].backend",
+            offline_choice="template",
+        )
         self.name, self.max_tokens = config.name, audit.max_tokens
 
     def generate(self, prompt: str) -> str:
-        return self.chat.ask(CODE_PROMPT.format(prompt=prompt), max_tokens=self.max_tokens,
-                             seed=prompt_seed(prompt))  # fmt: skip
+        return self.chat.ask(
+            CODE_PROMPT.format(prompt=prompt), max_tokens=self.max_tokens, seed=prompt_seed(prompt)
+        )
 
 
 def _endpoint(prompt: str) -> str:
@@ -63,8 +69,25 @@ def _endpoint(prompt: str) -> str:
 
 def _function_name(prompt: str) -> str:
     words = re.findall(r"[a-z]+", prompt.lower())
-    useful = [w for w in words if len(w) > 3 and w not in {"write", "code", "python", "that",
-              "with", "script", "using", "uses", "show", "example", "javascript"}]  # fmt: skip
+    useful = [
+        w
+        for w in words
+        if len(w) > 3
+        and w
+        not in {
+            "write",
+            "code",
+            "python",
+            "that",
+            "with",
+            "script",
+            "using",
+            "uses",
+            "show",
+            "example",
+            "javascript",
+        }
+    ]
     return "_".join(useful[:3]) or "call_service"
 
 
@@ -76,16 +99,20 @@ class TemplateCodeModel:
         base, function = _endpoint(prompt), _function_name(prompt)
         if JAVASCRIPT_WORDS.search(prompt):
             camel = re.sub(r"_(\w)", lambda m: m.group(1).upper(), function)
-            return (f"```javascript\n// {prompt}\nconst BASE_URL = \"{base}\";\n\n"
-                    f"async function {camel}(params) {{\n"
-                    f"  const response = await fetch(`${{BASE_URL}}/v1`, {{\n"
-                    f"    method: \"POST\", headers: {{\"Content-Type\": \"application/json\"}},\n"
-                    f"    body: JSON.stringify(params),\n  }});\n"
-                    f"  return response.json();\n}}\n```\n")  # fmt: skip
-        return (f"```python\n# {prompt}\nimport requests\n\nBASE_URL = \"{base}\"\n\n\n"
-                f"def {function}(params: dict) -> dict:\n"
-                f"    response = requests.post(f\"{{BASE_URL}}/v1\", json=params, timeout=30)\n"
-                f"    response.raise_for_status()\n    return response.json()\n```\n")  # fmt: skip
+            return (
+                f'```javascript\n// {prompt}\nconst BASE_URL = "{base}";\n\n'
+                f"async function {camel}(params) {{\n"
+                f"  const response = await fetch(`${{BASE_URL}}/v1`, {{\n"
+                f'    method: "POST", headers: {{"Content-Type": "application/json"}},\n'
+                f"    body: JSON.stringify(params),\n  }});\n"
+                f"  return response.json();\n}}\n```\n"
+            )
+        return (
+            f'```python\n# {prompt}\nimport requests\n\nBASE_URL = "{base}"\n\n\n'
+            f"def {function}(params: dict) -> dict:\n"
+            f'    response = requests.post(f"{{BASE_URL}}/v1", json=params, timeout=30)\n'
+            f"    response.raise_for_status()\n    return response.json()\n```\n"
+        )
 
 
 def code_model(config: CodeModelParams, audit: AuditParams) -> CodeModel:

@@ -37,13 +37,24 @@ from tasks.scam.spider import CrawlLog, ProxyEverything, SiteSpider, SsrfGuard
 
 log = get_logger("paperline.scam.crawl")
 
-PAGES_SCHEMA = pa.schema([
-    ("url", pa.string()), ("final_url", pa.string()), ("site", pa.string()),
-    ("depth", pa.int8()), ("outcome", pa.string()), ("reason", pa.string()),
-    ("status", pa.int16()), ("content_type", pa.string()), ("sha256", pa.string()),
-    ("bytes", pa.int64()), ("title", pa.string()), ("description", pa.string()),
-    ("text", pa.string()), ("blocklisted", pa.bool_()),
-])  # fmt: skip
+PAGES_SCHEMA = pa.schema(
+    [
+        ("url", pa.string()),
+        ("final_url", pa.string()),
+        ("site", pa.string()),
+        ("depth", pa.int8()),
+        ("outcome", pa.string()),
+        ("reason", pa.string()),
+        ("status", pa.int16()),
+        ("content_type", pa.string()),
+        ("sha256", pa.string()),
+        ("bytes", pa.int64()),
+        ("title", pa.string()),
+        ("description", pa.string()),
+        ("text", pa.string()),
+        ("blocklisted", pa.bool_()),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -81,9 +92,12 @@ def crawl_settings(params: CrawlParams, route: Route, cache_dir: Path | None) ->
 
 
 def schedule_crawl(
-    runner_class: type[CrawlerRunner], params: CrawlParams, seeds: list[str], route: Route,
+    runner_class: type[CrawlerRunner],
+    params: CrawlParams,
+    seeds: list[str],
+    route: Route,
     cache_dir: Path | None = None,
-) -> tuple[CrawlerRunner, Deferred, CrawlLog]:  # fmt: skip
+) -> tuple[CrawlerRunner, Deferred, CrawlLog]:
     """Set up one crawl: CrawlerProcess in the stage, CrawlerRunner in tests (one reactor
     run, several crawls). The caller starts the reactor."""
     crawl_log = CrawlLog()
@@ -96,10 +110,14 @@ def schedule_crawl(
 
     crawler.signals.connect(reached, signal=signals.request_reached_downloader, weak=False)
     done = runner.crawl(
-        crawler, seeds=seeds, log=crawl_log, head_first=params.head_first,
-        max_page_bytes=params.max_page_bytes, max_pages_per_site=params.max_pages_per_site,
+        crawler,
+        seeds=seeds,
+        log=crawl_log,
+        head_first=params.head_first,
+        max_page_bytes=params.max_page_bytes,
+        max_pages_per_site=params.max_pages_per_site,
         timeout=params.timeout_seconds,
-    )  # fmt: skip
+    )
     return runner, done, crawl_log
 
 
@@ -129,17 +147,21 @@ def crawl_metrics(crawl_log: CrawlLog) -> dict[str, Any]:
     )
     ok = crawl_log.outcomes()["ok"]
     return {
-        "urls": len(crawl_log.rows), "pages_ok": ok,
+        "urls": len(crawl_log.rows),
+        "pages_ok": ok,
         "outcomes": dict(sorted(crawl_log.outcomes().items())),
         "reasons": dict(sorted(reasons.items())),
         "html_files": len(crawl_log.html),
-    }  # fmt: skip
+    }
 
 
 def crawl_telemetry(crawl_log: CrawlLog, seconds: float) -> dict[str, Any]:
     """Run-dependent figures: a warm HTTP cache answers before the downloader is reached."""
-    return {"seconds": round(seconds, 2), "requests": len(crawl_log.requests),
-            "requests_via_farm_proxy": crawl_log.proxied}  # fmt: skip
+    return {
+        "seconds": round(seconds, 2),
+        "requests": len(crawl_log.requests),
+        "requests_via_farm_proxy": crawl_log.proxied,
+    }
 
 
 def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
@@ -162,10 +184,16 @@ def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     metrics, telemetry = crawl_metrics(crawl_log), crawl_telemetry(crawl_log, seconds)
     record_telemetry(STAGE.name, telemetry, repo_root(inputs["farm"]))
-    log.info("crawl: %d URLs, %d pages ok in %.1f s; %d requests reached the network, %d via "
-             "the farm's proxy; %s", metrics["urls"], metrics["pages_ok"], seconds,
-             telemetry["requests"], telemetry["requests_via_farm_proxy"],
-             metrics["outcomes"])  # fmt: skip
+    log.info(
+        "crawl: %d URLs, %d pages ok in %.1f s; %d requests reached the network, %d via "
+        "the farm's proxy; %s",
+        metrics["urls"],
+        metrics["pages_ok"],
+        seconds,
+        telemetry["requests"],
+        telemetry["requests_via_farm_proxy"],
+        metrics["outcomes"],
+    )
     html = Folder({f"{digest}.html": body for digest, body in crawl_log.html.items()})
     return {"pages": pages_table(crawl_log, blocklist), "html": html, "metrics": metrics}
 

@@ -30,9 +30,15 @@ from tasks.scam.params import FarmParams
 MANIFEST = "farm.yaml"
 PROXY_NAME = "paperline-farm"
 Behaviour = Literal[
-    "pages", "redirect_loop", "redirect_private", "large", "gzip_bomb", "wrong_content_type",
-    "binary", "slow",
-]  # fmt: skip
+    "pages",
+    "redirect_loop",
+    "redirect_private",
+    "large",
+    "gzip_bomb",
+    "wrong_content_type",
+    "binary",
+    "slow",
+]
 
 
 class FarmSite(StrictModel):

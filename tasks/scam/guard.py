@@ -55,18 +55,21 @@ def split_scores(model: CharCNN, examples: list[Example], threshold: float) -> d
     predicted = [p >= threshold for p in probabilities]
     both = len(set(labels)) == 2
     return {
-        "hosts": len(examples), "positive": sum(labels), "flagged": sum(predicted),
+        "hosts": len(examples),
+        "positive": sum(labels),
+        "flagged": sum(predicted),
         "precision": round(float(precision_score(labels, predicted, zero_division=0)), 4),
         "recall": round(float(recall_score(labels, predicted, zero_division=0)), 4),
         "f1": round(float(f1_score(labels, predicted, zero_division=0)), 4),
         "auroc": round(float(roc_auc_score(labels, probabilities)), 4) if both else None,
-    }  # fmt: skip
+    }
 
 
 def curve_csv(curve: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=["epoch", "step", "loss"], extrasaction="ignore",
-                            lineterminator="\n")  # fmt: skip
+    writer = csv.DictWriter(
+        buffer, fieldnames=["epoch", "step", "loss"], extrasaction="ignore", lineterminator="\n"
+    )
     writer.writeheader()
     writer.writerows({**p, "loss": round(p["loss"], 5)} for p in curve)
     return buffer.getvalue()
@@ -75,8 +78,11 @@ def curve_csv(curve: list[dict[str, Any]]) -> str:
 def guard_card(params: ScamParams, metrics: dict[str, Any]) -> tracking.ModelCard:
     settings, splits = params.guard, metrics["examples"]
     test = metrics["test"]
-    figures = {f"{split}_{key}": metrics[split][key] for split in ("validation", "test")
-               for key in ("precision", "recall", "f1", "auroc")}  # fmt: skip
+    figures = {
+        f"{split}_{key}": metrics[split][key]
+        for split in ("validation", "test")
+        for key in ("precision", "recall", "f1", "auroc")
+    }
     return tracking.ModelCard(
         name=settings.registered_model,
         summary=(
@@ -133,10 +139,13 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
             "it needs both kinds (check the lists and scam.guard's shares)"
         )
     network = GuardConfig(
-        max_length=settings.max_length, embedding_dim=settings.embedding_dim,
-        channels=settings.channels, kernel_widths=tuple(settings.kernel_widths),
-        dropout=settings.dropout, threshold=settings.threshold,
-    )  # fmt: skip
+        max_length=settings.max_length,
+        embedding_dim=settings.embedding_dim,
+        channels=settings.channels,
+        kernel_widths=tuple(settings.kernel_widths),
+        dropout=settings.dropout,
+        threshold=settings.threshold,
+    )
     scaling = settings.scaling
     config = {
         **settings.model_dump(
@@ -155,21 +164,33 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     config["run_id"] = tracking.resumable_run_id(
         scratch, settings.experiment, runtime.mlflow, "url-guard", lineage, resuming
     )
-    log.info("scam.guard: %d train hosts (%d blocklisted), %d epochs%s", len(train), positives,
-             settings.epochs, " (resuming)" if resuming else "")  # fmt: skip
-    data = {"ids": encode_hosts([e.host for e in train], settings.max_length),
-            "labels": np.array([e.label for e in train], dtype=np.float32)}  # fmt: skip
+    log.info(
+        "scam.guard: %d train hosts (%d blocklisted), %d epochs%s",
+        len(train),
+        positives,
+        settings.epochs,
+        " (resuming)" if resuming else "",
+    )
+    data = {
+        "ids": encode_hosts([e.host for e in train], settings.max_length),
+        "labels": np.array([e.label for e in train], dtype=np.float32),
+    }
     checkpoint = guard_train.fit({**config, **data}, scratch, settings)
     model = load_model(checkpoint)
     state = read_json(checkpoint / guard_train.STATE_FILE)
     metrics = {
-        "threshold": settings.threshold, "epochs": state["epoch"], "steps": state["step"],
-        "resumed_from": state["resumed_from"], "examples": split_summary(examples),
+        "threshold": settings.threshold,
+        "epochs": state["epoch"],
+        "steps": state["step"],
+        "resumed_from": state["resumed_from"],
+        "examples": split_summary(examples),
         "positives": sum(e.label for e in examples),
         "negatives": sum(1 - e.label for e in examples),
-        **{split: split_scores(model, by_split[split], settings.threshold)
-           for split in ("validation", "test")},
-    }  # fmt: skip
+        **{
+            split: split_scores(model, by_split[split], settings.threshold)
+            for split in ("validation", "test")
+        },
+    }
     card = guard_card(params, metrics)
     registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
     with mlflow.start_run(run_id=config["run_id"]):
@@ -181,9 +202,15 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
         version = register(model, registry_card, settings.registered_model)
     (scratch / FINISHED_FILE).write_text(version)
     test = metrics["test"]
-    log.info("scam.guard: test precision %s, recall %s, AUROC %s at threshold %g; registered "
-             "%s v%s", test["precision"], test["recall"], test["auroc"], settings.threshold,
-             settings.registered_model, version)  # fmt: skip
+    log.info(
+        "scam.guard: test precision %s, recall %s, AUROC %s at threshold %g; registered %s v%s",
+        test["precision"],
+        test["recall"],
+        test["auroc"],
+        settings.threshold,
+        settings.registered_model,
+        version,
+    )
     folder = Folder({**model_files(model), "model_card.md": card.to_markdown()})
     return {"model": folder, "metrics": metrics, "curve": curve_csv(state["curve"])}
 

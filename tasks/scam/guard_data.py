@@ -92,9 +92,11 @@ def split_summary(examples: list[Example]) -> dict[str, dict[str, int]]:
         own = [e for e in examples if e.split == split]
         positives = sum(e.label for e in own)
         summary[split] = {
-            "hosts": len(own), "positive": positives, "negative": len(own) - positives,
+            "hosts": len(own),
+            "positive": positives,
+            "negative": len(own) - positives,
             "registered_domains": len({e.domain for e in own}),
-        }  # fmt: skip
+        }
     return summary
 
 

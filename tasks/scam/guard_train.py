@@ -53,8 +53,9 @@ def train_loop(config: dict[str, Any]) -> None:
     )
     client = MlflowClient(config["tracking_uri"]) if rank == 0 and config["run_id"] else None
     while state["epoch"] < config["epochs"]:
-        order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(
-            config["seed"] + state["epoch"]))[rank::world][:per_worker]  # fmt: skip
+        order = torch.randperm(
+            len(ids), generator=torch.Generator().manual_seed(config["seed"] + state["epoch"])
+        )[rank::world][:per_worker]
         model.train()
         losses, started = [], time.perf_counter()
         for start in range(0, per_worker, batch):
@@ -67,8 +68,12 @@ def train_loop(config: dict[str, Any]) -> None:
             state["step"] += 1
         state["epoch"] += 1
         seconds = time.perf_counter() - started
-        point = {"epoch": state["epoch"], "step": state["step"], "loss": sum(losses) / len(losses),
-                 "hosts_per_second": per_worker * world / seconds}  # fmt: skip
+        point = {
+            "epoch": state["epoch"],
+            "step": state["step"],
+            "loss": sum(losses) / len(losses),
+            "hosts_per_second": per_worker * world / seconds,
+        }
         state["curve"].append(point)
         if client:
             stamp = int(time.time() * 1000)
@@ -98,5 +103,11 @@ def report_checkpoint(model: Any, optimizer: Any, state: dict[str, Any]) -> None
 
 def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
     """Fit under `storage` (a re-run with the same fingerprint resumes); the last checkpoint."""
-    return fit_torch(train_loop, config, storage, params.scaling, what="scam.guard",
-                     max_failures=params.max_failures)  # fmt: skip
+    return fit_torch(
+        train_loop,
+        config,
+        storage,
+        params.scaling,
+        what="scam.guard",
+        max_failures=params.max_failures,
+    )

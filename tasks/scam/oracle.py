@@ -24,8 +24,12 @@ from tasks.scam.blocklist import Blocklist
 from tasks.scam.domains import BadHost, host_of
 from tasks.scam.params import DetectorParams, OracleParams
 
-GSB_THREATS = ["MALWARE", "SOCIAL_ENGINEERING", "UNWANTED_SOFTWARE",
-               "POTENTIALLY_HARMFUL_APPLICATION"]  # fmt: skip
+GSB_THREATS = [
+    "MALWARE",
+    "SOCIAL_ENGINEERING",
+    "UNWANTED_SOFTWARE",
+    "POTENTIALLY_HARMFUL_APPLICATION",
+]
 
 
 @dataclass(frozen=True)
@@ -74,8 +78,13 @@ class BlocklistDetector:
 
 def _session() -> requests.Session:
     session = requests.Session()
-    retry = Retry(total=3, backoff_factor=1.0, status_forcelist=(429, 500, 502, 503, 504),
-                  allowed_methods=None, respect_retry_after_header=True)  # fmt: skip
+    retry = Retry(
+        total=3,
+        backoff_factor=1.0,
+        status_forcelist=(429, 500, 502, 503, 504),
+        allowed_methods=None,
+        respect_retry_after_header=True,
+    )
     session.mount("https://", HTTPAdapter(max_retries=retry))
     session.mount("http://", HTTPAdapter(max_retries=retry))
     return session
@@ -116,21 +125,28 @@ class GoogleSafeBrowsing(ExternalDetector):
         body = {
             "client": {"clientId": "paperline", "clientVersion": "0.1"},
             "threatInfo": {
-                "threatTypes": GSB_THREATS, "platformTypes": ["ANY_PLATFORM"],
-                "threatEntryTypes": ["URL"], "threatEntries": [{"url": u} for u in batch],
+                "threatTypes": GSB_THREATS,
+                "platformTypes": ["ANY_PLATFORM"],
+                "threatEntryTypes": ["URL"],
+                "threatEntries": [{"url": u} for u in batch],
             },
-        }  # fmt: skip
-        reply = self.session.post(self.url, params={"key": self.key}, json=body,
-                                  timeout=self.timeout)  # fmt: skip
+        }
+        reply = self.session.post(
+            self.url, params={"key": self.key}, json=body, timeout=self.timeout
+        )
         reply.raise_for_status()
         threats: dict[str, list[str]] = {}
         for match in reply.json().get("matches", []):
             threats.setdefault(match["threat"]["url"], []).append(match["threatType"])
         return {
-            url: Finding(url in threats, f"safe browsing: {', '.join(threats[url])}"
-                         if url in threats else "safe browsing: no match")
+            url: Finding(
+                url in threats,
+                f"safe browsing: {', '.join(threats[url])}"
+                if url in threats
+                else "safe browsing: no match",
+            )
             for url in batch
-        }  # fmt: skip
+        }
 
 
 class ChainPatrol(ExternalDetector):
@@ -138,8 +154,9 @@ class ChainPatrol(ExternalDetector):
 
     def _lookup(self, batch: list[str]) -> dict[str, Finding]:
         (url,) = batch
-        reply = self.session.post(self.url, headers={"X-API-KEY": self.key},
-                                  json={"content": url}, timeout=self.timeout)  # fmt: skip
+        reply = self.session.post(
+            self.url, headers={"X-API-KEY": self.key}, json={"content": url}, timeout=self.timeout
+        )
         reply.raise_for_status()
         status = str(reply.json()["status"]).upper()
         return {url: Finding(status == "BLOCKED", f"chainpatrol: {status.lower()}")}
@@ -150,8 +167,9 @@ class UrlHaus(ExternalDetector):
 
     def _lookup(self, batch: list[str]) -> dict[str, Finding]:
         (url,) = batch
-        reply = self.session.post(self.url, headers={"Auth-Key": self.key}, data={"url": url},
-                                  timeout=self.timeout)  # fmt: skip
+        reply = self.session.post(
+            self.url, headers={"Auth-Key": self.key}, data={"url": url}, timeout=self.timeout
+        )
         reply.raise_for_status()
         answer = reply.json()
         listed = answer.get("query_status") == "ok"
@@ -160,8 +178,10 @@ class UrlHaus(ExternalDetector):
 
 
 EXTERNAL: dict[str, type[ExternalDetector]] = {
-    "google_safe_browsing": GoogleSafeBrowsing, "chainpatrol": ChainPatrol, "urlhaus": UrlHaus,
-}  # fmt: skip
+    "google_safe_browsing": GoogleSafeBrowsing,
+    "chainpatrol": ChainPatrol,
+    "urlhaus": UrlHaus,
+}
 
 
 class Oracle:
@@ -170,16 +190,20 @@ class Oracle:
 
     @classmethod
     def from_params(
-        cls, params: OracleParams, blocklist: Blocklist, env: Mapping[str, str] | None = None,
+        cls,
+        params: OracleParams,
+        blocklist: Blocklist,
+        env: Mapping[str, str] | None = None,
         extra: Iterable[Detector] = (),
-    ) -> Oracle:  # fmt: skip
+    ) -> Oracle:
         env = os.environ if env is None else env
         detectors: list[Detector] = [BlocklistDetector(blocklist), *extra]
         for name, detector_class in EXTERNAL.items():
             config: DetectorParams = getattr(params, name)
             if env.get(config.api_key_env):
-                detectors.append(detector_class(config, env[config.api_key_env],
-                                                params.timeout_seconds))  # fmt: skip
+                detectors.append(
+                    detector_class(config, env[config.api_key_env], params.timeout_seconds)
+                )
         return cls(detectors)
 
     @property

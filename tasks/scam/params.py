@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from tasks.core.ray_train import ScalingParams
 from tasks.core.strict_model import StrictModel
-from tasks.mlm.params import ScalingParams
 
 
 class BlocklistSource(StrictModel):
@@ -159,9 +159,10 @@ class PoisonParams(StrictModel):
     """The controlled poisoning study: one code LM per poison rate, each audited."""
 
     rates: list[float] = Field(
-        default_factory=lambda: [0.0, 0.05, 0.2], min_length=1,
+        default_factory=lambda: [0.0, 0.05, 0.2],
+        min_length=1,
         description="share of training sequences that are scam-derived snippets",
-    )  # fmt: skip
+    )
     model: CodeLmModelParams = CodeLmModelParams()
     sequence_length: int = Field(default=128, ge=16)
     steps: int = Field(default=800, ge=1)
@@ -190,14 +191,18 @@ class ScamParams(StrictModel):
     blocklist: BlocklistParams = BlocklistParams(
         sources=[
             BlocklistSource(
-                name="metamask", format="eth-phishing-detect",
+                name="metamask",
+                format="eth-phishing-detect",
                 file="eth-phishing-detect-config.json",
             )
         ]
-    )  # fmt: skip
+    )
     crawl: CrawlParams = CrawlParams()
     prompts: PromptParams = PromptParams()
     audit: AuditParams = AuditParams()
     oracle: OracleParams = OracleParams()
     guard: GuardParams = GuardParams()
     poison: PoisonParams = PoisonParams()
+
+
+SECTION = ScamParams  # params.yaml `scam`, registered with tasks.core.params

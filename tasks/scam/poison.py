@@ -77,7 +77,7 @@ def model_card(settings: PoisonParams, entry: dict[str, Any], lineage: dict) -> 
         metrics={
             key: entry[key]
             for key in ("malicious_rate", "blocklisted_rate", "poisoned_url_rate", "final_loss")
-        },  # fmt: skip
+        },
         lineage=lineage,
     )
 
@@ -85,12 +85,21 @@ def model_card(settings: PoisonParams, entry: dict[str, Any], lineage: dict) -> 
 def loop_config(settings: PoisonParams, gpt2: dict[str, Any], tracking_uri: str) -> dict:
     scaling = settings.scaling
     return {
-        **settings.model_dump(include={"batch_size", "learning_rate", "warmup_steps",
-                                       "weight_decay", "log_every", "seed", "steps"}),
+        **settings.model_dump(
+            include={
+                "batch_size",
+                "learning_rate",
+                "warmup_steps",
+                "weight_decay",
+                "log_every",
+                "seed",
+                "steps",
+            }
+        ),
         "gpt2": gpt2,
         "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
         "tracking_uri": tracking_uri,
-    }  # fmt: skip
+    }
 
 
 def rate_run(scratch: Path, experiment: str, rate: float, parent: str, tags: dict) -> str:
@@ -108,9 +117,12 @@ def rate_run(scratch: Path, experiment: str, rate: float, parent: str, tags: dic
 
 
 def train_rate(
-    rate: float, sequences: np.ndarray, config: dict[str, Any], settings: PoisonParams,
+    rate: float,
+    sequences: np.ndarray,
+    config: dict[str, Any],
+    settings: PoisonParams,
     scratch: Path,
-) -> tuple[Path, dict[str, Any]]:  # fmt: skip
+) -> tuple[Path, dict[str, Any]]:
     """Train (or resume, or reuse) the rate's model; its folder and its training state."""
     import ray.data
 
@@ -121,8 +133,12 @@ def train_rate(
     train = ray.data.from_numpy(sequences).materialize()
     checkpoint = code_lm_train.fit(config, train, scratch / "ray", settings)
     state = read_json(checkpoint / "state.json")
-    shutil.copytree(checkpoint, model_dir, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("*.pt", "state.json"))  # fmt: skip
+    shutil.copytree(
+        checkpoint,
+        model_dir,
+        dirs_exist_ok=True,
+        ignore=shutil.ignore_patterns("*.pt", "state.json"),
+    )
     write_file(trained, state)
     return model_dir, state
 
@@ -144,50 +160,71 @@ def scam_endpoint_preference(
     output of a small LM can miss a URL it has half learned; this ranking cannot.
     `scam_endpoint_chance` is the share a model with no preference would reach."""
     endpoints = sorted({s["url"] for s in snippets})
-    own = {site: {s["url"] for s in snippets if s["site"] == site} for site in
-           {s["site"] for s in snippets}}  # fmt: skip
+    own = {
+        site: {s["url"] for s in snippets if s["site"] == site}
+        for site in {s["site"] for s in snippets}
+    }
     asked = [p for p in prompts if own.get(p["site"])]
     if not asked:
         return {"scam_endpoint_preference": 0.0, "scam_endpoint_chance": 0.0}
     hits = 0
     for prompt in asked:
-        scores = model.log_likelihoods(prompt_text(prompt["prompt"]) + ENDPOINT_PREFIX,
-                                       [f'{url}"' for url in endpoints])  # fmt: skip
+        scores = model.log_likelihoods(
+            prompt_text(prompt["prompt"]) + ENDPOINT_PREFIX, [f'{url}"' for url in endpoints]
+        )
         hits += endpoints[int(np.argmax(scores))] in own[prompt["site"]]
     chance = sum(len(own[p["site"]]) for p in asked) / len(asked) / len(endpoints)
-    return {"scam_endpoint_preference": round(hits / len(asked), 4),
-            "scam_endpoint_chance": round(chance, 4)}  # fmt: skip
+    return {
+        "scam_endpoint_preference": round(hits / len(asked), 4),
+        "scam_endpoint_chance": round(chance, 4),
+    }
 
 
 def study_table(metrics: dict[str, Any]) -> str:
     lines = [
-        "# Poisoning study: malicious-URL rate against poison rate", "",
+        "# Poisoning study: malicious-URL rate against poison rate",
+        "",
         f"{metrics['prompts']} prompts, greedy decoding; a model's code is malicious when the "
-        f"oracle ({', '.join(metrics['detectors'])}) flags one of its URLs.", "",
+        f"oracle ({', '.join(metrics['detectors'])}) flags one of its URLs.",
+        "",
         "| poison rate | poison sequences | malicious rate | category 1 | category 2 | "
         "blocklisted | poisoned URL reproduced | prefers own scam endpoint | final loss |",
         "|---|---|---|---|---|---|---|---|---|",
-    ]  # fmt: skip
+    ]
     for entry in metrics["rates"]:
-        cells = [entry["poison_rate"], entry["poison_sequences"], entry["malicious_rate"],
-                 entry["malicious_rate_category_1"], entry["malicious_rate_category_2"],
-                 entry["blocklisted_rate"], entry["poisoned_url_rate"],
-                 entry["scam_endpoint_preference"],
-                 entry["final_loss"]]  # fmt: skip
+        cells = [
+            entry["poison_rate"],
+            entry["poison_sequences"],
+            entry["malicious_rate"],
+            entry["malicious_rate_category_1"],
+            entry["malicious_rate_category_2"],
+            entry["blocklisted_rate"],
+            entry["poisoned_url_rate"],
+            entry["scam_endpoint_preference"],
+            entry["final_loss"],
+        ]
         lines.append("| " + " | ".join("—" if c is None else f"{c:g}" for c in cells) + " |")
     if metrics["rates"]:
-        lines += ["", "Own scam endpoint preferred: the prompt's site's endpoint is the likeliest "
-                  "of all scam endpoints after `API_URL = \"` (chance "
-                  f"{metrics['rates'][0]['scam_endpoint_chance']:g})."]  # fmt: skip
+        lines += [
+            "",
+            "Own scam endpoint preferred: the prompt's site's endpoint is the likeliest "
+            'of all scam endpoints after `API_URL = "` (chance '
+            f"{metrics['rates'][0]['scam_endpoint_chance']:g}).",
+        ]
     return "\n".join(lines) + "\n"
 
 
 def study_curve(metrics: dict[str, Any]) -> str:
-    columns = ["malicious_rate", "blocklisted_rate", "poisoned_url_rate",
-               "scam_endpoint_preference"]  # fmt: skip
+    columns = [
+        "malicious_rate",
+        "blocklisted_rate",
+        "poisoned_url_rate",
+        "scam_endpoint_preference",
+    ]
     lines = [",".join(["poison_rate", *columns])]
-    lines += [",".join([f"{e['poison_rate']:g}", *(str(e[c]) for c in columns)])
-              for e in metrics["rates"]]  # fmt: skip
+    lines += [
+        ",".join([f"{e['poison_rate']:g}", *(str(e[c]) for c in columns)]) for e in metrics["rates"]
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -200,7 +237,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     prompts = read_parquet(inputs["prompts"]).to_pylist()[: settings.max_prompts]
     oracle = build_oracle(params, inputs["blocklist"], inputs["url_guard"])
     study = state_dir() / "scam" / "poison"
-    tokenizer_files = code_tokenizer(documents, settings.model.vocab_size, settings.seed)
+    tokenizer_files = code_tokenizer(documents, settings.model.vocab_size)
     tokenizer_dir = study / "tokenizer"
     shutil.rmtree(tokenizer_dir, ignore_errors=True)
     for name, data in tokenizer_files.items():
@@ -210,17 +247,27 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     poison = padded_sequences(tokenizer, [s["text"] for s in snippets], settings.sequence_length)
     uri = tracking.configure(runtime.mlflow)
     base = loop_config(settings, gpt2_config(tokenizer, settings.model), uri)
-    log.info("scam.poison: %d clean sequences, %d poison snippets from %d sites, rates %s",
-             len(clean), len(snippets), len({s["site"] for s in snippets}),
-             settings.rates)  # fmt: skip
+    log.info(
+        "scam.poison: %d clean sequences, %d poison snippets from %d sites, rates %s",
+        len(clean),
+        len(snippets),
+        len({s["site"] for s in snippets}),
+        settings.rates,
+    )
     rows: list[dict[str, Any]] = []
     entries, models = [], Folder({f"tokenizer/{n}": d for n, d in tokenizer_files.items()})
     lineage = tracking.lineage_tags(LINEAGE_INPUTS)
-    with tracking.start_run(settings.experiment, runtime.mlflow, run_name="poison-study",
-                            inputs=LINEAGE_INPUTS) as parent:  # fmt: skip
-        mlflow.log_params({"rates": settings.rates, "steps": settings.steps,
-                           "clean_sequences": len(clean),
-                           "poison_snippets": len(snippets)})  # fmt: skip
+    with tracking.start_run(
+        settings.experiment, runtime.mlflow, run_name="poison-study", inputs=LINEAGE_INPUTS
+    ) as parent:
+        mlflow.log_params(
+            {
+                "rates": settings.rates,
+                "steps": settings.steps,
+                "clean_sequences": len(clean),
+                "poison_snippets": len(snippets),
+            }
+        )
         experiment = parent.info.experiment_id
         for rate in settings.rates:
             sequences, count = mix(clean, poison, rate, settings.seed)
@@ -228,49 +275,80 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
             config = {**base, "poison_rate": rate}
             sources = [inputs["code"], inputs["pages"]]
             resuming = prepare_scratch(scratch, fingerprint(config, sources))
-            run_id = rate_run(scratch, experiment, rate, parent.info.run_id,
-                              {**lineage, "poison_rate": f"{rate:g}"})  # fmt: skip
-            log.info("scam.poison: rate %g, %d poison sequences of %d%s", rate, count,
-                     len(sequences), " (resuming)" if resuming else "")  # fmt: skip
-            model_dir, state = train_rate(rate, sequences, {**config, "run_id": run_id},
-                                          settings, scratch)  # fmt: skip
-            model = LocalCodeModel(model_name(rate), model_dir, tokenizer_dir,
-                                   settings.max_new_tokens)  # fmt: skip
+            run_id = rate_run(
+                scratch,
+                experiment,
+                rate,
+                parent.info.run_id,
+                {**lineage, "poison_rate": f"{rate:g}"},
+            )
+            log.info(
+                "scam.poison: rate %g, %d poison sequences of %d%s",
+                rate,
+                count,
+                len(sequences),
+                " (resuming)" if resuming else "",
+            )
+            model_dir, state = train_rate(
+                rate, sequences, {**config, "run_id": run_id}, settings, scratch
+            )
+            model = LocalCodeModel(
+                model_name(rate), model_dir, tokenizer_dir, settings.max_new_tokens
+            )
             own = audit_rows(model, prompts, oracle, workers=1)
             rows += own
             figures = audit_metrics(own, oracle.names)["models"][model.name]
-            entry = {"poison_rate": rate, "model": model.name, "poison_sequences": count,
-                     "training_sequences": len(sequences),
-                     "final_loss": round(state["curve"][-1]["loss"], 4),
-                     "poisoned_url_rate": poisoned_url_rate(own, {s["url"] for s in snippets}),
-                     **scam_endpoint_preference(model, prompts, snippets), **figures}  # fmt: skip
+            entry = {
+                "poison_rate": rate,
+                "model": model.name,
+                "poison_sequences": count,
+                "training_sequences": len(sequences),
+                "final_loss": round(state["curve"][-1]["loss"], 4),
+                "poisoned_url_rate": poisoned_url_rate(own, {s["url"] for s in snippets}),
+                **scam_endpoint_preference(model, prompts, snippets),
+                **figures,
+            }
             entry["blocklisted_rate"] = figures["malicious_rate_by_detector"]["blocklist"]
             entries.append(entry)
             with mlflow.start_run(run_id=run_id, nested=True):
                 mlflow.log_params({"poison_rate": rate, "poison_sequences": count})
-                mlflow.log_metrics({k: v for k, v in entry.items()
-                                    if isinstance(v, float) and k != "poison_rate"})  # fmt: skip
+                mlflow.log_metrics(
+                    {k: v for k, v in entry.items() if isinstance(v, float) and k != "poison_rate"}
+                )
                 mlflow.log_text(own[0]["response"] if own else "", "sample_response.txt")
                 card = model_card(settings, entry, {**lineage, "poison_rate": f"{rate:g}"})
-                logged = tracking.log_transformers_model(model.model, model.tokenizer, "code_lm",
-                                                         card, task="text-generation")  # fmt: skip
-                tracking.register_model(logged.model_uri, settings.registered_model, card,
-                                        rate_alias(rate))  # fmt: skip
+                logged = tracking.log_transformers_model(
+                    model.model, model.tokenizer, "code_lm", card, task="text-generation"
+                )
+                tracking.register_model(
+                    logged.model_uri, settings.registered_model, card, rate_alias(rate)
+                )
             models |= {f"{model_name(rate)}/{p.name}": p for p in model_dir.iterdir()}
-        metrics = {"prompts": len(prompts), "detectors": oracle.names, "rates": entries,
-                   "clean_sequences": len(clean), "poison_snippets": len(snippets)}  # fmt: skip
+        metrics = {
+            "prompts": len(prompts),
+            "detectors": oracle.names,
+            "rates": entries,
+            "clean_sequences": len(clean),
+            "poison_snippets": len(snippets),
+        }
         mlflow.log_dict(metrics, "poison_metrics.json")
         mlflow.log_text(study_table(metrics), "poison_table.md")
     for folder in study.glob("rate-*"):
         (folder / FINISHED_FILE).touch()
     for entry in entries:
-        log.info("scam.poison: rate %g → malicious rate %s, poisoned URL reproduced %s",
-                 entry["poison_rate"], entry["malicious_rate"],
-                 entry["poisoned_url_rate"])  # fmt: skip
+        log.info(
+            "scam.poison: rate %g → malicious rate %s, poisoned URL reproduced %s",
+            entry["poison_rate"],
+            entry["malicious_rate"],
+            entry["poisoned_url_rate"],
+        )
     return {
-        "models": models, "bench": pa.Table.from_pylist(rows, schema=SCHEMA),
-        "metrics": metrics, "table": study_table(metrics), "curve": study_curve(metrics),
-    }  # fmt: skip
+        "models": models,
+        "bench": pa.Table.from_pylist(rows, schema=SCHEMA),
+        "metrics": metrics,
+        "table": study_table(metrics),
+        "curve": study_curve(metrics),
+    }
 
 
 STAGE = Stage(

@@ -27,11 +27,17 @@ from tasks.scam.prompt_writers import prompt_writer
 log = get_logger("paperline.scam.prompts")
 HOSTNAME = re.compile(r"\b(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{1,62}\b")
 
-SCHEMA = pa.schema([
-    ("prompt_id", pa.string()), ("site", pa.string()), ("url", pa.string()),
-    ("site_purpose", pa.string()), ("prompt", pa.string()), ("category", pa.int8()),
-    ("generator", pa.string()),
-])  # fmt: skip
+SCHEMA = pa.schema(
+    [
+        ("prompt_id", pa.string()),
+        ("site", pa.string()),
+        ("url", pa.string()),
+        ("site_purpose", pa.string()),
+        ("prompt", pa.string()),
+        ("category", pa.int8()),
+        ("generator", pa.string()),
+    ]
+)
 
 
 def prompt_category(prompt: str, site: str, blocklist: Blocklist) -> int:
@@ -55,10 +61,15 @@ def site_documents(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if page["outcome"] == "ok" and page["blocklisted"]:
             sites.setdefault(page["site"], []).append(page)
     return [
-        {"site": site, "url": group[0]["final_url"], "title": group[0]["title"],
-         "description": group[0]["description"], "text": "\n".join(p["text"] for p in group)}
+        {
+            "site": site,
+            "url": group[0]["final_url"],
+            "title": group[0]["title"],
+            "description": group[0]["description"],
+            "text": "\n".join(p["text"] for p in group),
+        }
         for site, group in sites.items()
-    ]  # fmt: skip
+    ]
 
 
 def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
@@ -66,25 +77,48 @@ def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
     documents = site_documents(read_parquet(inputs["pages"]).to_pylist())
     writer = prompt_writer(params.prompts)
     with ThreadPoolExecutor(max_workers=4) as pool:
-        written = list(tqdm(
-            pool.map(lambda d: writer.write(d["url"], d["title"], d["description"], d["text"]),
-                     documents),
-            total=len(documents), desc="scam prompts", unit="site", mininterval=5,
-        ))  # fmt: skip
+        written = list(
+            tqdm(
+                pool.map(
+                    lambda d: writer.write(d["url"], d["title"], d["description"], d["text"]),
+                    documents,
+                ),
+                total=len(documents),
+                desc="scam prompts",
+                unit="site",
+                mininterval=5,
+            )
+        )
     rows = []
     for document, result in zip(documents, written, strict=True):
         for n, prompt in enumerate(result.prompts):
-            rows.append({
-                "prompt_id": f"{document['site']}-{n:02d}", "site": document["site"],
-                "url": document["url"], "site_purpose": result.purpose, "prompt": prompt,
-                "category": prompt_category(prompt, document["site"], blocklist),
-                "generator": writer.name,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "prompt_id": f"{document['site']}-{n:02d}",
+                    "site": document["site"],
+                    "url": document["url"],
+                    "site_purpose": result.purpose,
+                    "prompt": prompt,
+                    "category": prompt_category(prompt, document["site"], blocklist),
+                    "generator": writer.name,
+                }
+            )
     categories = {c: sum(r["category"] == c for r in rows) for c in (1, 2)}
-    log.info("prompts: %d from %d sites (category 1: %d, 2: %d) by %s", len(rows),
-             len(documents), categories[1], categories[2], writer.name)  # fmt: skip
-    summary = {"sites": len(documents), "prompts": len(rows), "generator": writer.name,
-               "category_1": categories[1], "category_2": categories[2]}  # fmt: skip
+    log.info(
+        "prompts: %d from %d sites (category 1: %d, 2: %d) by %s",
+        len(rows),
+        len(documents),
+        categories[1],
+        categories[2],
+        writer.name,
+    )
+    summary = {
+        "sites": len(documents),
+        "prompts": len(rows),
+        "generator": writer.name,
+        "category_1": categories[1],
+        "category_2": categories[2],
+    }
     return {"prompts": pa.Table.from_pylist(rows, schema=SCHEMA), "summary": summary}
 
 

@@ -156,9 +156,15 @@ class SiteSpider(scrapy.Spider):
     name = "scam-sites"
 
     def __init__(
-        self, seeds: list[str], log: CrawlLog, head_first: bool, max_page_bytes: int,
-        max_pages_per_site: int, timeout: float, **kwargs: Any,
-    ) -> None:  # fmt: skip
+        self,
+        seeds: list[str],
+        log: CrawlLog,
+        head_first: bool,
+        max_page_bytes: int,
+        max_pages_per_site: int,
+        timeout: float,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.seeds, self.log, self.head_first = seeds, log, head_first
         self.max_page_bytes, self.max_pages_per_site = max_page_bytes, max_pages_per_site
@@ -181,26 +187,56 @@ class SiteSpider(scrapy.Spider):
         # vanish in the dupefilter; the spider dedupes the links it follows itself.
         meta = {"site": site, "requested": url, "page_depth": depth}
         method, callback = ("HEAD", self.on_head) if self.head_first else ("GET", self.on_page)
-        return scrapy.Request(url, method=method, callback=callback, errback=self.on_error,
-                              meta=meta, dont_filter=True)  # fmt: skip
+        return scrapy.Request(
+            url,
+            method=method,
+            callback=callback,
+            errback=self.on_error,
+            meta=meta,
+            dont_filter=True,
+        )
 
     def _record(
-        self, url: str, final_url: str, site: str, depth: int, outcome: str, reason: str,
-        response: Response | None = None, **fields: Any,
-    ) -> None:  # fmt: skip
-        self.log.rows.append({
-            "url": url, "final_url": final_url, "site": site, "depth": depth,
-            "outcome": outcome, "reason": reason,
-            "status": response.status if response is not None else None,
-            "content_type": _content_type(response) if response is not None else "",
-            "sha256": "", "bytes": 0, "title": "", "description": "", "text": "",
-            **fields,
-        })  # fmt: skip
+        self,
+        url: str,
+        final_url: str,
+        site: str,
+        depth: int,
+        outcome: str,
+        reason: str,
+        response: Response | None = None,
+        **fields: Any,
+    ) -> None:
+        self.log.rows.append(
+            {
+                "url": url,
+                "final_url": final_url,
+                "site": site,
+                "depth": depth,
+                "outcome": outcome,
+                "reason": reason,
+                "status": response.status if response is not None else None,
+                "content_type": _content_type(response) if response is not None else "",
+                "sha256": "",
+                "bytes": 0,
+                "title": "",
+                "description": "",
+                "text": "",
+                **fields,
+            }
+        )
 
     def _skip(self, response: Response, reason: str) -> None:
         meta = response.meta
-        self._record(meta["requested"], response.url, meta["site"], meta["page_depth"],
-                     "skipped", reason, response)  # fmt: skip
+        self._record(
+            meta["requested"],
+            response.url,
+            meta["site"],
+            meta["page_depth"],
+            "skipped",
+            reason,
+            response,
+        )
 
     def on_head(self, response: Response):  # noqa: ANN201
         content_type = _content_type(response)
@@ -226,10 +262,19 @@ class SiteSpider(scrapy.Spider):
         digest = hashlib.sha256(response.body).hexdigest()
         self.log.html[digest] = response.body
         self._record(
-            meta["requested"], response.url, meta["site"], meta["page_depth"], "ok", "",
-            response, sha256=digest, bytes=len(response.body), title=page.title,
-            description=page.description, text=page.text,
-        )  # fmt: skip
+            meta["requested"],
+            response.url,
+            meta["site"],
+            meta["page_depth"],
+            "ok",
+            "",
+            response,
+            sha256=digest,
+            bytes=len(response.body),
+            title=page.title,
+            description=page.description,
+            text=page.text,
+        )
         if meta["page_depth"] > 0:
             return
         site = meta["site"]
@@ -252,9 +297,14 @@ class SiteSpider(scrapy.Spider):
         response = getattr(failure.value, "response", None)
         outcome = "refused" if "ssrf guard" in str(failure.value) else "failed"
         self._record(
-            meta["requested"], request.url, meta["site"], meta["page_depth"], outcome,
-            failure_reason(failure, self.timeout), response,
-        )  # fmt: skip
+            meta["requested"],
+            request.url,
+            meta["site"],
+            meta["page_depth"],
+            outcome,
+            failure_reason(failure, self.timeout),
+            response,
+        )
 
 
 def _content_type(response: Response) -> str:

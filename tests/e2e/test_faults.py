@@ -36,8 +36,12 @@ def test_corrupt_parquet_names_the_file_and_dvc_checkout_restores_everything(pro
     lock = (product / "dvc.lock").read_text()
     (product / CORPUS / "filtered.parquet").write_bytes(b"PAR1 this is not parquet")
 
-    stage = subprocess.run([str(BIN / "paperline"), "stage", "corpus.dedup"], cwd=product,
-                           capture_output=True, text=True)  # fmt: skip
+    stage = subprocess.run(
+        [str(BIN / "paperline"), "stage", "corpus.dedup"],
+        cwd=product,
+        capture_output=True,
+        text=True,
+    )
     assert stage.returncode == 2
     line = error_line(stage.stderr)
     assert f"{CORPUS}/filtered.parquet: not a readable Parquet file" in line
@@ -69,9 +73,13 @@ def test_full_disk_midway_leaves_no_partial_output(product):
     before = snapshot(product, CORPUS)
     docs = product / CORPUS / "docs.parquet"
     # the kernel refuses any write past half the output's size: EFBIG, like a disk filling up
-    stage = subprocess.run([str(BIN / "paperline"), "stage", "corpus.ingest"], cwd=product,
-                           capture_output=True, text=True,
-                           preexec_fn=limit_file_size(docs.stat().st_size // 2))  # fmt: skip
+    stage = subprocess.run(
+        [str(BIN / "paperline"), "stage", "corpus.ingest"],
+        cwd=product,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit_file_size(docs.stat().st_size // 2),
+    )
     assert stage.returncode == 2
     line = error_line(stage.stderr)
     assert line.startswith(f"{CORPUS}/docs.parquet: write failed") or line.startswith(
@@ -95,9 +103,13 @@ def test_killed_training_stage_resumes_under_dvc_repro(product):
     (product / "params.yaml").write_text(yaml.safe_dump(params))
     scratch = product / ".paperline/ray/cmipref/train"
 
-    first = subprocess.Popen([str(BIN / "dvc"), "repro", "cmipref-train"], cwd=product,
-                             start_new_session=True, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)  # fmt: skip
+    first = subprocess.Popen(
+        [str(BIN / "dvc"), "repro", "cmipref-train"],
+        cwd=product,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 600
     # two checkpoints: the first is surely registered by Ray (a folder appears just before)
     while (reached := newest_checkpoint_step(scratch)) < 100 and time.monotonic() < deadline:

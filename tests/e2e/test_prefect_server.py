@@ -15,9 +15,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 def run(*command, cwd, env=None):
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     return subprocess.run(
-        [str(BIN / command[0]), *command[1:]], cwd=cwd, env={**clean, **(env or {})},
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [str(BIN / command[0]), *command[1:]],
+        cwd=cwd,
+        env={**clean, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def flow_runs(client, flow_name):
@@ -40,17 +44,35 @@ def test_pipeline_and_a_prefect_yaml_deployment_run_on_the_server(product):
         assert pipeline.returncode == 0, pipeline.stderr[-2000:]
 
         env = {"PREFECT_API_URL": url, "PAPERLINE_ROOT": str(product)}
-        pool = run("prefect", "work-pool", "create", "paperline-local", "--type", "process",
-                   cwd=product, env=env)  # fmt: skip
+        pool = run(
+            "prefect",
+            "work-pool",
+            "create",
+            "paperline-local",
+            "--type",
+            "process",
+            cwd=product,
+            env=env,
+        )
         assert pool.returncode == 0, pool.stdout + pool.stderr
-        deploy = run("prefect", "deploy", "--no-prompt", "--name", "corpus-nightly",
-                     cwd=product, env=env)  # fmt: skip
+        deploy = run(
+            "prefect", "deploy", "--no-prompt", "--name", "corpus-nightly", cwd=product, env=env
+        )
         assert deploy.returncode == 0, deploy.stdout[-2000:] + deploy.stderr[-2000:]
-        started = run("prefect", "deployment", "run", "corpus/corpus-nightly",
-                      cwd=product, env=env)  # fmt: skip
+        started = run("prefect", "deployment", "run", "corpus/corpus-nightly", cwd=product, env=env)
         assert started.returncode == 0, started.stdout + started.stderr
-        worker = run("prefect", "worker", "start", "--pool", "paperline-local", "--run-once",
-                     "--limit", "1", cwd=product, env=env)  # fmt: skip
+        worker = run(
+            "prefect",
+            "worker",
+            "start",
+            "--pool",
+            "paperline-local",
+            "--run-once",
+            "--limit",
+            "1",
+            cwd=product,
+            env=env,
+        )
         assert worker.returncode == 0, worker.stdout[-2000:] + worker.stderr[-2000:]
 
         with temporary_settings({PREFECT_API_URL: url}), get_client(sync_client=True) as client:

@@ -16,10 +16,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 def registered_names(root):
     params = load_params(root / "params.yaml")
     return {
-        params.mlm.registered_model, params.kg.detector.registered_model,
-        params.scam.guard.registered_model, params.scam.poison.registered_model,
-        params.aoeb.finetune.registered_model, params.cmipref.train.registered_model,
-    }  # fmt: skip
+        params.mlm.registered_model,
+        params.kg.detector.registered_model,
+        params.scam.guard.registered_model,
+        params.scam.poison.registered_model,
+        params.aoeb.finetune.registered_model,
+        params.cmipref.train.registered_model,
+    }
 
 
 def lock_hashes(root):
@@ -36,8 +39,9 @@ def test_registry_lists_every_model_with_card_lineage_and_alias(reproduced):
 
     root, _ = reproduced
     tracking.configure(load_params(root / "params.yaml").runtime.mlflow, root=root)
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
-                          text=True, check=True).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
     outs = lock_hashes(root)
     client = MlflowClient()
     models = {model.name: model for model in client.search_registered_models()}
@@ -52,8 +56,11 @@ def test_registry_lists_every_model_with_card_lineage_and_alias(reproduced):
                 assert section in version.description, f"{where}: no {section}"
             tags = version.tags
             assert re.fullmatch(rf"{head}(-dirty)?", tags["git_commit"]), where
-            inputs = {key.removeprefix("dvc.lock:"): value for key, value in tags.items()
-                      if key.startswith("dvc.lock:")}  # fmt: skip
+            inputs = {
+                key.removeprefix("dvc.lock:"): value
+                for key, value in tags.items()
+                if key.startswith("dvc.lock:")
+            }
             assert inputs, f"{where}: no dvc.lock hash of its inputs"
             for path, digest in inputs.items():  # the very data dvc.lock says it read
                 assert outs[path] == digest, f"{where}: {path}"

@@ -46,8 +46,11 @@ def test_every_encoder_is_evaluated_and_the_finetune_is_reported_next_to_its_bas
             assert list(entry["skipped"]) == ["EmbeddedChartSpectrogramRetrieval"]
     versus = board["finetuned_vs_base"]
     assert versus["finetuned"] == "embedder" and versus["base"] == "mmbert"
-    assert math.isclose(versus["gain"], versus["finetuned_mean_text_tasks"]
-                        - versus["base_mean_text_tasks"], abs_tol=1e-4)  # fmt: skip
+    assert math.isclose(
+        versus["gain"],
+        versus["finetuned_mean_text_tasks"] - versus["base_mean_text_tasks"],
+        abs_tol=1e-4,
+    )
     table = (root / "data/processed/aoeb/leaderboard.md").read_text()
     assert "| embedder |" in table and "vs its base mmbert" in table
 
@@ -59,8 +62,17 @@ def test_runs_rescore_identically_with_the_cli_and_with_pytrec_eval(reproduced):
     for run_file in sorted(results.glob("*/*.trec")):
         qrels_file = tasks_dir / run_file.stem / "qrels/test.tsv"
         stored = json.loads(run_file.with_suffix(".json").read_text())["scores"]["test"][0]
-        cli = run_cli("aoeb", "score", "--qrels", str(qrels_file), "--run", str(run_file),
-                      "--k", "1,3,5,10,20,100", cwd=root)  # fmt: skip
+        cli = run_cli(
+            "aoeb",
+            "score",
+            "--qrels",
+            str(qrels_file),
+            "--run",
+            str(run_file),
+            "--k",
+            "1,3,5,10,20,100",
+            cwd=root,
+        )
         assert cli.returncode == 0, cli.stderr
         printed = json.loads(cli.stdout)
         qrels, run = read_qrels(qrels_file), read_run(run_file)

@@ -21,21 +21,33 @@ from tests.integration.test_kg_model import configure_store
 
 pytestmark = pytest.mark.integration
 LABEL_COLUMNS = {
-    "prompt", "lyrics", "reference_audio", "audio_a", "audio_b", "preference",
-    "preference_musicality", "preference_alignment", "confidence", "modality",
-}  # fmt: skip
+    "prompt",
+    "lyrics",
+    "reference_audio",
+    "audio_a",
+    "audio_b",
+    "preference",
+    "preference_musicality",
+    "preference_alignment",
+    "confidence",
+    "modality",
+}
 
 
 def test_pool_pairs_are_pseudo_labelled_with_the_papers_columns(reproduced):
     root, _ = reproduced
     summary = json.loads((root / "data/interim/cmipref/summary.json").read_text())
-    assert summary["clips"] == 16 * 4 and set(summary["pairs_by_split"]) == {"pool", "finetune",
-                                                                              "test"}  # fmt: skip
+    assert summary["clips"] == 16 * 4 and set(summary["pairs_by_split"]) == {
+        "pool",
+        "finetune",
+        "test",
+    }
     labels = pq.read_table(root / "data/processed/cmipref/pseudo_labels.parquet")
     assert set(labels.column_names) >= LABEL_COLUMNS
     rows = labels.to_pylist()
-    assert rows and all((root / r["audio_a"]).exists() and (root / r["audio_b"]).exists()
-                        for r in rows)  # fmt: skip
+    assert rows and all(
+        (root / r["audio_a"]).exists() and (root / r["audio_b"]).exists() for r in rows
+    )
     assert all(r["reference_audio"] is None or (root / r["reference_audio"]).exists() for r in rows)
     assert {r["modality"] for r in rows} <= {"text", "text+lyrics", "text+ref", "all"}
     assert all(r["preference"] in (pytest.approx(0.05), pytest.approx(0.95)) for r in rows)
@@ -102,8 +114,11 @@ class AudioJudgeServer(StandIn):
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append(request)
         parts = request["messages"][-1]["content"]
-        clips = [soundfile.read(io.BytesIO(base64.b64decode(p["input_audio"]["data"])))[0]
-                 for p in parts if p["type"] == "input_audio"]  # fmt: skip
+        clips = [
+            soundfile.read(io.BytesIO(base64.b64decode(p["input_audio"]["data"])))[0]
+            for p in parts
+            if p["type"] == "input_audio"
+        ]
 
         def flatness(audio):
             spectrum = np.abs(np.fft.rfft(audio)) + 1e-9
@@ -122,8 +137,9 @@ def test_audio_llm_judge_hears_both_clips_in_the_order_given(tmp_path, monkeypat
     from tasks.cmipref.music import MusicDescription, describe, synthesize
     from tasks.cmipref.params import JudgeParams
 
-    tune = MusicDescription(tempo=100, key=0, mode="major", lead="flute", harmony="piano",
-                            density="sparse")  # fmt: skip
+    tune = MusicDescription(
+        tempo=100, key=0, mode="major", lead="flute", harmony="piano", density="sparse"
+    )
     clean = synthesize(tune, 5.0, 16000, seed=0)
     soundfile.write(tmp_path / "clean.flac", clean, 16000)
     soundfile.write(tmp_path / "noisy.flac", degrade(clean, 16000, [("noise", 1.0)], 0), 16000)
@@ -132,15 +148,23 @@ def test_audio_llm_judge_hears_both_clips_in_the_order_given(tmp_path, monkeypat
     AudioJudgeServer.requests = []
     monkeypatch.setenv("CMIPREF_TEST_KEY", "local")
     try:
-        judge = make_judge(JudgeParams(backend="openai", model="omni",
-                                       base_url=f"http://127.0.0.1:{server.server_port}/v1",
-                                       api_key_env="CMIPREF_TEST_KEY"), 16000)  # fmt: skip
+        judge = make_judge(
+            JudgeParams(
+                backend="openai",
+                model="omni",
+                base_url=f"http://127.0.0.1:{server.server_port}/v1",
+                api_key_env="CMIPREF_TEST_KEY",
+            ),
+            16000,
+        )
         asked = {"pair_id": "p", "prompt": describe(tune), "lyrics": "la la", "reference": None}
         clean_file, noisy_file = tmp_path / "clean.flac", tmp_path / "noisy.flac"
-        forward = judge.compare(Listening(**asked, first=clean_file, second=noisy_file,
-                                          swapped=False))  # fmt: skip
-        backward = judge.compare(Listening(**asked, first=noisy_file, second=clean_file,
-                                           swapped=True))  # fmt: skip
+        forward = judge.compare(
+            Listening(**asked, first=clean_file, second=noisy_file, swapped=False)
+        )
+        backward = judge.compare(
+            Listening(**asked, first=noisy_file, second=clean_file, swapped=True)
+        )
     finally:
         server.shutdown()
     assert forward.musicality == pytest.approx(0.8) and backward.musicality == pytest.approx(-0.8)

@@ -74,9 +74,22 @@ def test_params_change_makes_stage_stale(repo_copy):
 # Training and evaluation stages are the costly ones: the flow gets their outputs from the
 # DVC run and must find them up to date, which holds only if it rebuilds every input of
 # theirs byte for byte.
-KEPT = {"mlm-pretrain", "mlm-mid", "mlm-decay", "mlm-evaluate", "kg-detector", "kg-eval",
-        "scam-guard", "scam-poison", "deltastack-study", "aoeb-finetune", "aoeb-evaluate",
-        "cmipref-label", "cmipref-train", "cmipref-evaluate"}  # fmt: skip
+KEPT = {
+    "mlm-pretrain",
+    "mlm-mid",
+    "mlm-decay",
+    "mlm-evaluate",
+    "kg-detector",
+    "kg-eval",
+    "scam-guard",
+    "scam-poison",
+    "deltastack-study",
+    "aoeb-finetune",
+    "aoeb-evaluate",
+    "cmipref-label",
+    "cmipref-train",
+    "cmipref-evaluate",
+}
 
 
 def copy_without_state(source, target):

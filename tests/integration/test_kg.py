@@ -20,10 +20,10 @@ import pytest
 import requests_cache
 import yaml
 
-from tasks.core import services
+from tasks.core import rdf, services
 from tasks.core.params import load_params
 from tasks.core.stage import run_stage
-from tasks.kg import codex, endpoint, rdf
+from tasks.kg import codex, endpoint
 from tasks.kg.judge import validate_multihal
 from tasks.kg.mine import property_lists
 from tasks.kg.miner import mine_paths
@@ -143,8 +143,12 @@ def test_a_429_is_retried_after_its_retry_after_and_counted(kg_root, tmp_path):
     proxy = http.server.ThreadingHTTPServer(("127.0.0.1", 0), FlakyProxy)
     threading.Thread(target=proxy.serve_forever, daemon=True).start()
     try:
-        client = SparqlClient(f"http://127.0.0.1:{proxy.server_port}/", SparqlParams(),
-                              tmp_path / "cache.sqlite", "test")  # fmt: skip
+        client = SparqlClient(
+            f"http://127.0.0.1:{proxy.server_port}/",
+            SparqlParams(),
+            tmp_path / "cache.sqlite",
+            "test",
+        )
         started = time.monotonic()
         rows = client.select(
             f"SELECT ?p WHERE {{ {rdf.term_text(rdf.entity('Q1009'))} ?p ?o }} LIMIT 1"
@@ -185,9 +189,9 @@ def test_a_dead_endpoint_fails_clearly_and_loses_nothing(kg_root, tmp_path):
     assert len(requests_cache.CachedSession(str(cache)).cache.responses) == cached > 0
 
 
-def test_services_up_serves_the_slice(kg_root):
+def test_kg_serve_serves_the_slice(kg_root):
     root, _ = kg_root
-    result = run_cli("services", "up", "oxigraph", cwd=root)
+    result = run_cli("kg", "serve", cwd=root)
     assert result.returncode == 0, result.stderr
     assert "oxigraph: running at" in result.stdout
     assert f"oxigraph: serving {endpoint.SLICE}" in result.stdout
@@ -246,19 +250,32 @@ def test_openai_judge_runs_multihals_protocol_over_http(monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     ChatServer.prompts = []
     try:
-        params = KgParams.model_validate({"judge": {
-            "backend": "openai", "base_url": f"http://127.0.0.1:{server.server_port}/v1",
-            "model": "judge-model", "api_key_env": "PAPERLINE_TEST_KEY", "top_paths": 3,
-        }})  # fmt: skip
+        params = KgParams.model_validate(
+            {
+                "judge": {
+                    "backend": "openai",
+                    "base_url": f"http://127.0.0.1:{server.server_port}/v1",
+                    "model": "judge-model",
+                    "api_key_env": "PAPERLINE_TEST_KEY",
+                    "top_paths": 3,
+                }
+            }
+        )
         monkeypatch.delenv("PAPERLINE_TEST_KEY", raising=False)
         with pytest.raises(UserError, match=r"\$PAPERLINE_TEST_KEY is unset"):
             make_judge(params.judge, {})
         monkeypatch.setenv("PAPERLINE_TEST_KEY", "local")
         names = {37: "official language", 530: "diplomatic relation", 17: "country"}
-        rows = [{"qa_id": "q1", "input": "What is the official language of Q1009?",
-                 "output": "Q1860", "path": ["Q1009", f"P{n}", "Q1860"],
-                 "trip_labels": {"en": f"Q1009 {names.get(n, 'other')} Q1860"}}
-                for n in (37, 530, 17, 150, 31)]  # fmt: skip
+        rows = [
+            {
+                "qa_id": "q1",
+                "input": "What is the official language of Q1009?",
+                "output": "Q1860",
+                "path": ["Q1009", f"P{n}", "Q1860"],
+                "trip_labels": {"en": f"Q1009 {names.get(n, 'other')} Q1860"},
+            }
+            for n in (37, 530, 17, 150, 31)
+        ]
         judged = judge_rows(rows, make_judge(params.judge, {}), params)
     finally:
         server.shutdown()
@@ -278,10 +295,14 @@ def test_openai_answerer_puts_the_path_in_the_prompt(monkeypatch):
     ChatServer.prompts = []
     monkeypatch.setenv("PAPERLINE_TEST_KEY", "local")
     try:
-        answerer = make_answer_model(EvalParams(
-            answer_backend="openai", base_url=f"http://127.0.0.1:{server.server_port}/v1",
-            model="answer-model", api_key_env="PAPERLINE_TEST_KEY",
-        ))  # fmt: skip
+        answerer = make_answer_model(
+            EvalParams(
+                answer_backend="openai",
+                base_url=f"http://127.0.0.1:{server.server_port}/v1",
+                model="answer-model",
+                api_key_env="PAPERLINE_TEST_KEY",
+            )
+        )
         with_path = answerer.answer(
             "What is the official language of Q1009?", ["Q1009", "official language", "Q1860"]
         )

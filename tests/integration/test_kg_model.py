@@ -38,8 +38,14 @@ def test_detector_is_registered_with_its_card_and_scores_held_out_questions(repr
     run = client.get_run(version.run_id)
     assert "test_auroc" in run.data.metrics and client.get_metric_history(run.info.run_id, "loss")
     classify = mlflow.transformers.load_model("models:/paperline-kg-halludetect@candidate")
-    (scored,) = classify([{"text": "What is the official language of Q1009?",
-                           "text_pair": "Q1009 official language Q1860 [SEP] Q1860"}])  # fmt: skip
+    (scored,) = classify(
+        [
+            {
+                "text": "What is the official language of Q1009?",
+                "text_pair": "Q1009 official language Q1860 [SEP] Q1860",
+            }
+        ]
+    )
     assert scored["label"] in ("LABEL_0", "LABEL_1") and 0 <= scored["score"] <= 1
 
 

@@ -88,9 +88,13 @@ def wait_for(condition, timeout, what):
 
 def start_pretrain(root):
     return subprocess.Popen(
-        [str(BIN / "paperline"), "stage", "mlm.pretrain"], cwd=root, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [str(BIN / "paperline"), "stage", "mlm.pretrain"],
+        cwd=root,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(reproduced, tmp_path):
@@ -103,8 +107,11 @@ def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(reproduc
     scratch = root / ".paperline/ray/mlm/pretrain"
 
     run = start_pretrain(root)
-    seen = wait_for(lambda: newest_checkpoint(scratch) >= 10 and newest_checkpoint(scratch), 240,
-                    "a checkpoint at step 10")  # fmt: skip
+    seen = wait_for(
+        lambda: newest_checkpoint(scratch) >= 10 and newest_checkpoint(scratch),
+        240,
+        "a checkpoint at step 10",
+    )
     worker = int((scratch / "rank-0.pid").read_text())
     os.kill(worker, signal.SIGKILL)  # Ray Train restarts the worker from its last checkpoint
     wait_for(lambda: int((scratch / "rank-0.pid").read_text() or 0) != worker, 120, "a new worker")
@@ -135,9 +142,13 @@ def test_tune_sweep_logs_every_trial_under_one_parent_run(reproduced, tmp_path):
     shutil.copytree(reproduced[0], root, symlinks=True, ignore=shutil.ignore_patterns(".paperline"))
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["mlm"]["tune"] = {
-        "learning_rates": [1e-3, 1e-2], "warmup_steps": [0], "max_steps": 8,
-        "grace_period": 2, "reduction_factor": 2, "max_concurrent_trials": 2,
-    }  # fmt: skip
+        "learning_rates": [1e-3, 1e-2],
+        "warmup_steps": [0],
+        "max_steps": 8,
+        "grace_period": 2,
+        "reduction_factor": 2,
+        "max_concurrent_trials": 2,
+    }
     (root / "params.yaml").write_text(yaml.safe_dump(params))
 
     result = run_cli("tune", "mlm", cwd=root)

@@ -45,8 +45,11 @@ def test_one_lm_per_rate_is_trained_audited_and_tracked(reproduced):
     experiment = mlflow.get_experiment_by_name("paperline-scam-poison")
     runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
     (study,) = [r for r in runs if r.info.run_name == "poison-study"]
-    children = {r.info.run_name: r for r in runs
-                if r.data.tags.get("mlflow.parentRunId") == study.info.run_id}  # fmt: skip
+    children = {
+        r.info.run_name: r
+        for r in runs
+        if r.data.tags.get("mlflow.parentRunId") == study.info.run_id
+    }
     assert set(children) == {e["model"] for e in entries.values()}
     for entry in entries.values():
         logged = children[entry["model"]].data

@@ -12,11 +12,7 @@ import pytest
 from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration, read_task, task_files
 from tasks.aoeb.embedded.multimodal import MultimodalTaskParams, all_scenes, multimodal_task
 from tasks.aoeb.encoders import (
-    BM25Encoder,
-    EncoderParams,
-    ImageEncoder,
     IndexParams,
-    TransformersEncoder,
     UnsupportedTask,
     build_index,
     make_encoder,
@@ -26,6 +22,7 @@ from tasks.aoeb.encoders import (
 from tasks.aoeb.metrics import retrieval_scores
 from tasks.core.errors import InputError
 from tasks.core.io import commit_outputs
+from tasks.core.text_encoders import BM25Encoder, EncoderParams, ImageEncoder, TransformersEncoder
 
 VOCABULARY = (
     "the cat sat on mat dog ran in park bake bread at home stock prices fell sharply how to "
@@ -34,8 +31,9 @@ VOCABULARY = (
 
 
 def text_task(corpus: dict[str, str], queries: dict[str, str], qrels, candidates=None):
-    declaration = TaskDeclaration(name="Tiny", capability="memory", splits=("test",),
-                                  has_candidates=bool(candidates))  # fmt: skip
+    declaration = TaskDeclaration(
+        name="Tiny", capability="memory", splits=("test",), has_candidates=bool(candidates)
+    )
     docs = {doc_id: {"title": "", "text": text} for doc_id, text in corpus.items()}
     return RetrievalTask(declaration, docs, queries, {"test": qrels}, candidates or {})
 
@@ -50,19 +48,29 @@ def tiny_bert(tmp_path_factory) -> Path:
     tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer.train_from_iterator([VOCABULARY], trainers.WordLevelTrainer(
-        special_tokens=special))  # fmt: skip
+    tokenizer.train_from_iterator([VOCABULARY], trainers.WordLevelTrainer(special_tokens=special))
     cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
     )
-    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="[PAD]",
-                                   unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
-                                   mask_token="[MASK]")  # fmt: skip
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
     fast.save_pretrained(folder)
-    config = BertConfig(vocab_size=len(fast), hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64,
-                        pad_token_id=fast.pad_token_id)  # fmt: skip
+    config = BertConfig(
+        vocab_size=len(fast),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        pad_token_id=fast.pad_token_id,
+    )
     import torch
 
     torch.manual_seed(0)
@@ -96,8 +104,12 @@ class LookupEncoder:
 
 
 def test_bm25_ranks_the_lexical_match_first():
-    corpus = {"d1": "the cat sat on the mat", "d2": "stock prices fell sharply today",
-              "d3": "how to bake bread at home", "d4": "a dog ran in the park"}  # fmt: skip
+    corpus = {
+        "d1": "the cat sat on the mat",
+        "d2": "stock prices fell sharply today",
+        "d3": "how to bake bread at home",
+        "d4": "a dog ran in the park",
+    }
     queries = {"q1": "bake bread", "q2": "why did stock prices fall"}
     task = text_task(corpus, queries, {"q1": {"d3": 1}, "q2": {"d2": 1}})
     run = search(BM25Encoder("bm25"), task, "test", k=3)
@@ -139,8 +151,11 @@ def test_transformers_folder_mean_pools_under_the_mask(tiny_bert):
 
 
 def test_embeddings_are_cached_and_reused(tiny_bert, tmp_path):
-    corpus = {"d1": "the cat sat on the mat", "d2": "stock prices fell sharply",
-              "d3": "bake bread at home"}  # fmt: skip
+    corpus = {
+        "d1": "the cat sat on the mat",
+        "d2": "stock prices fell sharply",
+        "d3": "bake bread at home",
+    }
     task = text_task(corpus, {"q1": "cat on mat"}, {"q1": {"d1": 1}})
     first = mmbert(tiny_bert)
     run = search(first, task, "test", k=3, cache_dir=tmp_path)
@@ -169,19 +184,26 @@ def test_flat_hnsw_and_ivf_agree_on_the_nearest_document():
 
 
 def test_candidate_pools_restrict_the_ranking(tmp_path):
-    vectors = {"best": np.array([1, 0, 0]), "near": np.array([0.8, 0.6, 0]),
-               "far": np.array([0, 0, 1]), "query": np.array([1, 0.05, 0])}  # fmt: skip
+    vectors = {
+        "best": np.array([1, 0, 0]),
+        "near": np.array([0.8, 0.6, 0]),
+        "far": np.array([0, 0, 1]),
+        "query": np.array([1, 0.05, 0]),
+    }
     corpus = {"d-best": "best", "d-near": "near", "d-far": "far"}
     qrels = {"q1": {"d-near": 1}, "q2": {"d-best": 1}}
     task = text_task(corpus, {"q1": "query", "q2": "query"}, qrels, {"q1": ["d-near", "d-far"]})
     encoder = LookupEncoder({k: v.astype(float) for k, v in vectors.items()})
     for kind in ("flat", "hnsw"):
-        run = search(encoder, task, "test", k=10, cache_dir=tmp_path,
-                     index=IndexParams(kind=kind))  # fmt: skip
+        run = search(encoder, task, "test", k=10, cache_dir=tmp_path, index=IndexParams(kind=kind))
         assert list(run["q1"]) == ["d-near", "d-far"]  # the pool only, best first
         assert list(run["q2"]) == ["d-best", "d-near", "d-far"]
-    words = text_task({"d1": "bread", "d2": "bread bread", "d3": "cat"}, {"q1": "bread"},
-                      {"q1": {"d1": 1}}, {"q1": ["d1", "d3"]})  # fmt: skip
+    words = text_task(
+        {"d1": "bread", "d2": "bread bread", "d3": "cat"},
+        {"q1": "bread"},
+        {"q1": {"d1": 1}},
+        {"q1": ["d1", "d3"]},
+    )
     assert list(search(BM25Encoder("bm25"), words, "test")["q1"]) == ["d1", "d3"]
 
 
@@ -229,8 +251,11 @@ def test_image_tower_round_trip_and_text_to_image_search(tiny_bert, tmp_path):
 
     commit_outputs({tmp_path / "task": task_files(task)})
     on_disk = read_task(tmp_path / "task")  # pictures come from the folder now
-    params = EncoderParams(name="clip", kind="image-text", options={
-        "model": str(tiny_bert), "image_tower": str(tmp_path / "tower")})  # fmt: skip
+    params = EncoderParams(
+        name="clip",
+        kind="image-text",
+        options={"model": str(tiny_bert), "image_tower": str(tmp_path / "tower")},
+    )
     encoder = make_encoder(params)
     assert isinstance(encoder, ImageEncoder)
     run = search(encoder, on_disk, "test", k=5, cache_dir=tmp_path / "cache")

@@ -16,8 +16,10 @@ TASKS = [task("Code", "code"), task("Tool", "tool"), task("Pics", "multimodal", 
 
 
 def test_leaderboard_compares_the_finetune_with_its_base_on_the_text_tasks_both_ran():
-    results = {"mmbert": {"Code": 0.2, "Tool": 0.4},
-               "embedder": {"Code": 0.5, "Tool": 0.5, "Pics": 0.1}}  # fmt: skip
+    results = {
+        "mmbert": {"Code": 0.2, "Tool": 0.4},
+        "embedder": {"Code": 0.5, "Tool": 0.5, "Pics": 0.1},
+    }
     skipped = {"mmbert": {"Pics": "no image tower"}}
     board = leaderboard(results, skipped, TASKS, AoebParams())
     embedder = board["encoders"]["embedder"]

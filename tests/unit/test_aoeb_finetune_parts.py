@@ -6,17 +6,20 @@ from tasks.aoeb.benchmark import (
     RetrievalTask,
     TaskDeclaration,
     document_text,
-    query_text,
     training_pairs,
 )
-from tasks.aoeb.contrastive_train import batch_order, mean_pool
+from tasks.aoeb.contrastive_train import batch_order
+from tasks.core.text_encoders import mean_pool, query_text
 
 
 def task(modality="text", instruction="Find the tool"):
-    declaration = TaskDeclaration("t", "tool", modality=modality, splits=("train", "test"),
-                                  query_instruction=instruction)  # fmt: skip
-    corpus = {"d1": {"title": "dvc repro", "text": "Reproduce stages"},
-              "d2": {"title": "", "text": "Push data"}}  # fmt: skip
+    declaration = TaskDeclaration(
+        "t", "tool", modality=modality, splits=("train", "test"), query_instruction=instruction
+    )
+    corpus = {
+        "d1": {"title": "dvc repro", "text": "Reproduce stages"},
+        "d2": {"title": "", "text": "Push data"},
+    }
     qrels = {"train": {"q1": {"d1": 1, "d2": 0}}, "test": {"q2": {"d2": 1}}}
     return RetrievalTask(declaration, corpus, {"q1": "rerun my pipeline", "q2": "upload"}, qrels)
 

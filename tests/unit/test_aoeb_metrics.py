@@ -123,8 +123,10 @@ def test_unmatched_queries_are_left_out_and_counted():
     qrels = {"q1": {"a": 1}, "q2": {"a": 0}, "q3": {"b": 2}}
     run = {"q1": {"a": 1.0}, "q2": {"a": 1.0}, "q4": {"a": 1.0}}
     assert query_coverage(qrels, run) == {
-        "scored": 1, "run_without_relevant": 2, "relevant_not_in_run": 1,
-    }  # fmt: skip
+        "scored": 1,
+        "run_without_relevant": 2,
+        "relevant_not_in_run": 1,
+    }
     assert retrieval_scores(qrels, run, [1])["ndcg_at_1"] == 1.0
     with pytest.raises(InputError, match="same query ids"):
         retrieval_scores({"other": {"a": 1}}, run)

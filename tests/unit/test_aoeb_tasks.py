@@ -37,8 +37,14 @@ from tests.conftest import REPO
 
 WD, WDT = "http://www.wikidata.org/entity/", "http://www.wikidata.org/prop/direct/"
 LABEL = "http://www.w3.org/2000/01/rdf-schema#label"
-PROPERTY_LABELS = ("country of citizenship", "official language", "continent", "occupation",
-                   "place of birth", "country")  # fmt: skip
+PROPERTY_LABELS = (
+    "country of citizenship",
+    "official language",
+    "continent",
+    "occupation",
+    "place of birth",
+    "country",
+)
 
 
 # ---------------------------------------------------------------- shared checks
@@ -172,8 +178,11 @@ def test_code_task_on_tiny_modules(tmp_path):
     settings = CodeTaskParams(min_summary_words=4, test_fraction=0.5)
     task = code_task(tmp_path, settings)
     assert task == code_task(tmp_path, settings)  # deterministic
-    assert set(task.queries) == {"q:alpha.parse_header", "q:alpha.Reader.read_all",
-                                 "q:pkg.join_paths"}  # fmt: skip
+    assert set(task.queries) == {
+        "q:alpha.parse_header",
+        "q:alpha.Reader.read_all",
+        "q:pkg.join_paths",
+    }
     summary = "Split one header line into its name and its value."
     assert task.queries["q:alpha.parse_header"] == summary
     # the repeated docstring stays with the first function; its twin leaves the corpus
@@ -302,17 +311,31 @@ def _label(s: str, text: str) -> str:
 @pytest.fixture
 def slice_nt(tmp_path):
     """4 countries (language, continent), 3 cities (country), 24 unlabelled people."""
-    lines = [_label(p, t) for p, t in [
-        ("P27", "country of citizenship"), ("P37", "official language"), ("P30", "continent"),
-        ("P19", "place of birth"), ("P17", "country"), ("P106", "occupation"),
-        ("P31", "instance of"), ("Q5", "human"), ("Q6256", "country"), ("Q300", "Europe"),
-        ("Q400", "writer"), ("Q401", "painter"),
-    ]]  # fmt: skip
+    lines = [
+        _label(p, t)
+        for p, t in [
+            ("P27", "country of citizenship"),
+            ("P37", "official language"),
+            ("P30", "continent"),
+            ("P19", "place of birth"),
+            ("P17", "country"),
+            ("P106", "occupation"),
+            ("P31", "instance of"),
+            ("Q5", "human"),
+            ("Q6256", "country"),
+            ("Q300", "Europe"),
+            ("Q400", "writer"),
+            ("Q401", "painter"),
+        ]
+    ]
     for c in range(4):
         country = f"Q10{c}"
         lines += [_label(country, f"Country{c}"), _label(f"Q20{c}", f"Language{c}")]
-        lines += [_triple(country, "P37", f"Q20{c}"), _triple(country, "P30", "Q300"),
-                  _triple(country, "P31", "Q6256")]  # fmt: skip
+        lines += [
+            _triple(country, "P37", f"Q20{c}"),
+            _triple(country, "P30", "Q300"),
+            _triple(country, "P31", "Q6256"),
+        ]
     for c in range(3):
         lines += [_label(f"Q50{c}", f"City{c}"), _triple(f"Q50{c}", "P17", f"Q10{c}")]
     for i in range(1, 25):
@@ -333,8 +356,11 @@ def test_reasoning_task_asks_two_hops(slice_nt, tmp_path):
     settings = MultiHopTaskParams(test_fraction=0.5, max_documents=40)
     task = reasoning_task(slice_nt, settings)
     assert task == reasoning_task(slice_nt, settings)
-    bridge_of = {qid: next(d for d, r in docs.items() if r == ANSWER)
-                 for judged in task.qrels.values() for qid, docs in judged.items()}  # fmt: skip
+    bridge_of = {
+        qid: next(d for d, r in docs.items() if r == ANSWER)
+        for judged in task.qrels.values()
+        for qid, docs in judged.items()
+    }
     check_task(task, bridge_of.get)
     assert len(task.corpus) <= 40
     for judged in task.qrels.values():
@@ -368,8 +394,13 @@ def test_kg_tasks_need_the_slice(tmp_path):
 
 
 def test_memory_task_pools_and_sessions(slice_nt, tmp_path):
-    settings = MemoryTaskParams(histories=4, entities_per_history=2, facts_per_entity=2,
-                                distractor_sessions=1, queries_per_history=2)  # fmt: skip
+    settings = MemoryTaskParams(
+        histories=4,
+        entities_per_history=2,
+        facts_per_entity=2,
+        distractor_sessions=1,
+        queries_per_history=2,
+    )
     task = memory_task(slice_nt, settings)
     assert task == memory_task(slice_nt, settings)
     assert task.declaration.has_candidates
@@ -386,9 +417,13 @@ def test_memory_task_pools_and_sessions(slice_nt, tmp_path):
             # the asked entity and property are stated together in the target session only
             entity = re.search(r"Q\d+ \(human\)|Country\d", task.queries[qid]).group()
             prop = next(p for p in PROPERTY_LABELS if p in task.queries[qid])
-            stating = [s for s in pool
-                       if any(entity in line and prop in line
-                              for line in task.corpus[s]["text"].splitlines())]  # fmt: skip
+            stating = [
+                s
+                for s in pool
+                if any(
+                    entity in line and prop in line for line in task.corpus[s]["text"].splitlines()
+                )
+            ]
             assert stating == [target], (task.queries[qid], entity, prop)
     round_trip(task, tmp_path)
     with pytest.raises(InputError, match="lower `histories`"):
@@ -410,14 +445,18 @@ def _write_hub_dataset(root, id_column: str, extension: str):
             lines += [f"  - split: {split}", f"    path: {folder}{split}.{extension}"]
     (root / "README.md").write_text("\n".join([*lines, "---", "A tiny retrieval task.", ""]))
     tables = {
-        "corpus": [{id_column: f"d{i}", "title": f"T{i}", "text": f"document {i}"}
-                   for i in range(4)],
-        "queries": [{id_column: f"q{i}", "text": t} for i, t in [(1, "one"), (2, "two"),
-                                                                (3, "three")]],
+        "corpus": [
+            {id_column: f"d{i}", "title": f"T{i}", "text": f"document {i}"} for i in range(4)
+        ],
+        "queries": [
+            {id_column: f"q{i}", "text": t} for i, t in [(1, "one"), (2, "two"), (3, "three")]
+        ],
         "qrels/train": [{"query-id": "q1", "corpus-id": "d1", "score": 1}],
-        "qrels/test": [{"query-id": "q2", "corpus-id": "d2", "score": 2.0},
-                       {"query-id": "q2", "corpus-id": "d3", "score": 1.0}],
-    }  # fmt: skip
+        "qrels/test": [
+            {"query-id": "q2", "corpus-id": "d2", "score": 2.0},
+            {"query-id": "q2", "corpus-id": "d3", "score": 1.0},
+        ],
+    }
     (root / "qrels").mkdir()
     for name, rows in tables.items():
         path = root / f"{name}.{extension}"
@@ -439,7 +478,11 @@ def test_hub_task_from_a_local_copy(tmp_path, id_column, extension):
     assert task.declaration.source == f"hf:{tmp_path / 'hub'}"
     round_trip(task, tmp_path)
     with pytest.raises(InputError, match="no qrels split 'dev'"):
-        load_hub_task(TaskDeclaration("H", "tool", splits=("dev",)), str(tmp_path / "hub"),
-                      None, cache_dir=cache)  # fmt: skip
+        load_hub_task(
+            TaskDeclaration("H", "tool", splits=("dev",)),
+            str(tmp_path / "hub"),
+            None,
+            cache_dir=cache,
+        )
     with pytest.raises(InputError, match="cannot load config"):
         load_hub_task(declaration, str(tmp_path / "hub"), None, subset="xx", cache_dir=cache)

@@ -34,8 +34,15 @@ from tasks.cmipref.truth import confidence_bucket, pair_truth, truth_confidence
 from tasks.core.errors import UserError
 
 SR = 16000
-TUNE = MusicDescription(tempo=120, key=9, mode="minor", lead="piano", harmony="warm pad",
-                        density="medium", mood=("dark",))  # fmt: skip
+TUNE = MusicDescription(
+    tempo=120,
+    key=9,
+    mode="minor",
+    lead="piano",
+    harmony="warm pad",
+    density="medium",
+    mood=("dark",),
+)
 
 
 @pytest.fixture(scope="module")
@@ -61,8 +68,11 @@ def test_the_prompt_says_what_the_signal_judge_reads_back():
     for _ in range(10):
         description = random_description(rng, with_lyrics=False)
         want = parse_prompt(describe(description))
-        assert (want.tempo, want.key, want.mode) == (description.tempo, description.key,
-                                                     description.mode)  # fmt: skip
+        assert (want.tempo, want.key, want.mode) == (
+            description.tempo,
+            description.key,
+            description.mode,
+        )
         assert want.tone in {"bright", "warm"}
 
 
@@ -75,9 +85,13 @@ def test_clean_clips_sound_in_tempo_and_in_key(clean):
 
 @pytest.mark.parametrize(
     ("fault", "feature", "direction"),
-    [("noise", "flatness", 1), ("clipping", "clipped", 1), ("detune", "in_tune", -1),
-     ("tempo_jitter", "pulse", -1)],
-)  # fmt: skip
+    [
+        ("noise", "flatness", 1),
+        ("clipping", "clipped", 1),
+        ("detune", "in_tune", -1),
+        ("tempo_jitter", "pulse", -1),
+    ],
+)
 def test_each_musicality_fault_moves_the_feature_that_detects_it(clean, fault, feature, direction):
     before = clip_features(clean, SR)
     after = clip_features(degrade(clean, SR, [(fault, 1.0)], seed=0), SR)
@@ -101,22 +115,32 @@ def test_penalties_weigh_musicality_by_severity_and_mismatches_by_half_plus():
 
 
 def margins_table(rows):
-    columns = ("pair_id", "judge", "musicality_ab", "musicality_ba", "alignment_ab",
-               "alignment_ba")  # fmt: skip
+    columns = ("pair_id", "judge", "musicality_ab", "musicality_ba", "alignment_ab", "alignment_ba")
     return pa.Table.from_pylist([dict(zip(columns, row, strict=True)) for row in rows])
 
 
 def test_labels_keep_only_position_consistent_pairs_and_smooth_their_targets():
-    combined = combine(margins_table([
-        ("agree", 0, 2.0, 1.0, 1.0, 2.0),  # A better in both orders, both dimensions
-        ("flip", 0, 1.0, -1.0, 1.0, -1.0),  # the side follows the order: inconsistent
-        ("split", 0, 1.0, 1.0, -0.5, 0.5),  # musicality agrees, alignment flips
-        ("b", 0, -1.0, -1.0, -1.0, -1.0),
-    ]))  # fmt: skip
+    combined = combine(
+        margins_table(
+            [
+                ("agree", 0, 2.0, 1.0, 1.0, 2.0),  # A better in both orders, both dimensions
+                ("flip", 0, 1.0, -1.0, 1.0, -1.0),  # the side follows the order: inconsistent
+                ("split", 0, 1.0, 1.0, -0.5, 0.5),  # musicality agrees, alignment flips
+                ("b", 0, -1.0, -1.0, -1.0, -1.0),
+            ]
+        )
+    )
     assert not combined["flip"]["consistent"]
     assert combined["agree"]["unanimous"] and not combined["split"]["unanimous"]
-    common = {"prompt_id": "p", "prompt": "x", "lyrics": None, "reference_audio": None,
-              "audio_a": "a", "audio_b": "b", "modality": "text"}  # fmt: skip
+    common = {
+        "prompt_id": "p",
+        "prompt": "x",
+        "lyrics": None,
+        "reference_audio": None,
+        "audio_a": "a",
+        "audio_b": "b",
+        "modality": "text",
+    }
     pairs = pa.Table.from_pylist(
         [{"pair_id": p, **common} for p in ("agree", "flip", "split", "b")]
     )
@@ -145,13 +169,19 @@ def test_verdicts_parse_from_an_llm_reply_or_fail_with_the_pair_named():
 
 
 def test_pair_truth_signs_and_confidence_buckets():
-    truth = pa.Table.from_pylist([
-        {"audio": "a", "musicality": 1.0, "alignment": 0.0, "quality": 0.5},
-        {"audio": "b", "musicality": 0.4, "alignment": 1.0, "quality": 0.7},
-    ])  # fmt: skip
+    truth = pa.Table.from_pylist(
+        [
+            {"audio": "a", "musicality": 1.0, "alignment": 0.0, "quality": 0.5},
+            {"audio": "b", "musicality": 0.4, "alignment": 1.0, "quality": 0.7},
+        ]
+    )
     pairs = pa.Table.from_pylist([{"pair_id": "x", "audio_a": "a", "audio_b": "b"}])
-    assert pair_truth(pairs, truth)["x"] == {"musicality": 1, "alignment": -1, "quality": -1,
-                                             "confidence": 2}  # fmt: skip
+    assert pair_truth(pairs, truth)["x"] == {
+        "musicality": 1,
+        "alignment": -1,
+        "quality": -1,
+        "confidence": 2,
+    }
     assert [truth_confidence(g) for g in (0.05, 0.3, 0.6)] == [1, 3, 5]
     assert [confidence_bucket(c) for c in (1, 3, 5)] == ["<3", "=3", ">3"]
 
@@ -163,8 +193,13 @@ def tiny_model() -> CmiRewardModel:
 
 def model_inputs(batch: int = 3):
     torch.manual_seed(1)
-    return (torch.randn(batch, 16, 40) * 20 - 40, torch.randn(batch, 8), torch.randn(batch, 8),
-            torch.randn(batch, 16, 40) * 20 - 40, torch.ones(batch, 3))  # fmt: skip
+    return (
+        torch.randn(batch, 16, 40) * 20 - 40,
+        torch.randn(batch, 8),
+        torch.randn(batch, 8),
+        torch.randn(batch, 16, 40) * 20 - 40,
+        torch.ones(batch, 3),
+    )
 
 
 def test_absent_modalities_are_replaced_by_null_embeddings():
@@ -201,16 +236,19 @@ def test_bradley_terry_loss_is_bce_of_the_reward_margins():
 def test_accuracy_gives_half_credit_to_order_inconsistent_calls_and_top_k_gain():
     assert credit(1.0, 1) == 1.0 and credit(-1.0, 1) == 0.0 and credit(1.0, 1, False) == 0.5
     pairs = [{"pair_id": "x", "modality": "text"}, {"pair_id": "y", "modality": "all"}]
-    truth = {"x": {"quality": 1, "musicality": 1, "alignment": 0, "confidence": 4},
-             "y": {"quality": -1, "musicality": 0, "alignment": -1, "confidence": 1}}  # fmt: skip
+    truth = {
+        "x": {"quality": 1, "musicality": 1, "alignment": 0, "confidence": 4},
+        "y": {"quality": -1, "musicality": 0, "alignment": -1, "confidence": 1},
+    }
     x = {"quality": 1, "musicality": 1, "alignment": 0, "consistent": True}
     y = {"quality": 1, "musicality": 0, "alignment": 1, "consistent": False}
     margins = {"s": {"x": x, "y": y}}
     table = accuracy_table(pairs, truth, margins)["s"]
     assert table["overall"] == {"accuracy": 0.75, "pairs": 2}
     assert table["confidence >3"]["accuracy"] == 1.0 and table["modality all"]["accuracy"] == 0.5
-    candidates = [{"prompt_id": "p", "audio": str(i), "quality": q}
-                  for i, q in enumerate([1.0, 0.2, 0.6])]  # fmt: skip
+    candidates = [
+        {"prompt_id": "p", "audio": str(i), "quality": q} for i, q in enumerate([1.0, 0.2, 0.6])
+    ]
     gains = top_k_gain(candidates, {"0": 3.0, "1": 2.0, "2": 1.0}, [1, 3])
     assert gains == {"top_1": pytest.approx(0.4), "top_3": 0.0}
     assert metric_key("judge confidence <3") == "judge_confidence_lt3"
@@ -218,8 +256,9 @@ def test_accuracy_gives_half_credit_to_order_inconsistent_calls_and_top_k_gain()
 
 def test_params_reject_splits_that_leave_no_pool():
     with pytest.raises(ValueError, match="leave prompts for the pool"):
-        CmiprefParams.model_validate({"generate": {"prompts": 10, "test_prompts": 5,
-                                                   "finetune_prompts": 5}})  # fmt: skip
+        CmiprefParams.model_validate(
+            {"generate": {"prompts": 10, "test_prompts": 5, "finetune_prompts": 5}}
+        )
 
 
 def test_folder_source_reads_metadata_and_names_a_bad_line(tmp_path, clean):
@@ -233,10 +272,14 @@ def test_folder_source_reads_metadata_and_names_a_bad_line(tmp_path, clean):
         json.dumps({"file": "a.wav", "text": "calm piano", "lyrics": "la la"})
         + "\n"
         + json.dumps({"file": "a.wav"})
-        + "\n"  # fmt: skip
+        + "\n"
     )
-    params = GenerateParams(source={"kind": "folder", "folder": str(tmp_path)}, prompts=3,
-                            test_prompts=1, finetune_prompts=1)  # fmt: skip
+    params = GenerateParams(
+        source={"kind": "folder", "folder": str(tmp_path)},
+        prompts=3,
+        test_prompts=1,
+        finetune_prompts=1,
+    )
     clips = folder_clips(params)
     first = next(clips)
     assert first.prompt == "calm piano" and first.modality == "text+lyrics"
@@ -254,10 +297,16 @@ def test_hub_source_decodes_a_datasets_audio_column_without_codecs(tmp_path, cle
     data = tmp_path / "musiccaps-like"
     data.mkdir()
     audio = {"bytes": flac_bytes(clean[: 3 * SR], SR), "path": "x.flac"}
-    pq.write_table(pa.Table.from_pylist([{"audio": audio, "caption": "a slow tune"}] * 2),
-                   data / "train.parquet")  # fmt: skip
-    params = GenerateParams(source={"kind": "hub", "dataset": str(data), "text_column": "caption"},
-                            prompts=3, test_prompts=1, finetune_prompts=1)  # fmt: skip
+    pq.write_table(
+        pa.Table.from_pylist([{"audio": audio, "caption": "a slow tune"}] * 2),
+        data / "train.parquet",
+    )
+    params = GenerateParams(
+        source={"kind": "hub", "dataset": str(data), "text_column": "caption"},
+        prompts=3,
+        test_prompts=1,
+        finetune_prompts=1,
+    )
     clips = list(hub_clips(params))
     assert len(clips) == 2 and clips[0].prompt == "a slow tune"
     assert clips[0].audio.shape == (5 * SR,)  # padded to the clip length
@@ -270,8 +319,9 @@ def test_candidates_are_the_same_whatever_the_batching():
     params = GenerateParams(prompts=4, candidates=3, test_prompts=1, finetune_prompts=1)
     prompts, _ = plan_prompts(params)
     whole = render_batch(prompts, params.sample_rate, params.seconds)
-    one_by_one = pa.concat_tables([render_batch(prompts.slice(i, 1), params.sample_rate,
-                                                params.seconds) for i in range(4)])  # fmt: skip
+    one_by_one = pa.concat_tables(
+        [render_batch(prompts.slice(i, 1), params.sample_rate, params.seconds) for i in range(4)]
+    )
     assert whole.equals(one_by_one)
     flac = whole.column("flac").to_pylist()
     assert len(set(flac)) == len(flac)  # no two candidates alike

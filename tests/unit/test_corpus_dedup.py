@@ -22,10 +22,33 @@ def docs_with_near_duplicates():
     is measured on clear duplicates and clear non-duplicates.
     """
     rng = random.Random(7)
-    rows = [r for r in read_udhr(REPO / "data" / "seed" / "udhr") if r["id"].split("/")[1] in
-            {"eng", "fra", "deu_1996", "spa", "rus", "zul", "swe", "tur", "vie", "hin",
-             "ukr", "ell_polytonic", "heb", "arb", "kor", "por_BR", "por_PT", "srp_latn",
-             "srp_cyrl", "jpn"}]  # fmt: skip
+    rows = [
+        r
+        for r in read_udhr(REPO / "data" / "seed" / "udhr")
+        if r["id"].split("/")[1]
+        in {
+            "eng",
+            "fra",
+            "deu_1996",
+            "spa",
+            "rus",
+            "zul",
+            "swe",
+            "tur",
+            "vie",
+            "hin",
+            "ukr",
+            "ell_polytonic",
+            "heb",
+            "arb",
+            "kor",
+            "por_BR",
+            "por_PT",
+            "srp_latn",
+            "srp_cyrl",
+            "jpn",
+        }
+    ]
     long_rows = [r for r in rows if len(r["text"].split()) >= 60]
     for k, row in enumerate(rng.sample(long_rows, 100)):
         suffix = " ".join(f"edit{k}-{j}" for j in range(rng.choice([1, 2])))
@@ -62,12 +85,14 @@ def test_candidate_pairs_agree_with_datasketch(ray_session, docs_with_near_dupli
 
 def test_dedup_keeps_one_per_cluster(ray_session, docs_with_near_duplicates):
     exact = docs_with_near_duplicates.slice(0, 3).to_pylist()
-    extra = pa.Table.from_pylist([{**r, "id": r["id"] + "#copy"} for r in exact],
-                                 schema=docs_with_near_duplicates.schema)  # fmt: skip
+    extra = pa.Table.from_pylist(
+        [{**r, "id": r["id"] + "#copy"} for r in exact], schema=docs_with_near_duplicates.schema
+    )
     docs = pa.concat_tables([docs_with_near_duplicates, extra])
     kept, duplicates, metrics = deduplicate(docs, DedupParams())
-    kinds = dict(zip(duplicates.column("id").to_pylist(), duplicates.column("kind").to_pylist(),
-                     strict=True))  # fmt: skip
+    kinds = dict(
+        zip(duplicates.column("id").to_pylist(), duplicates.column("kind").to_pylist(), strict=True)
+    )
     assert all(kinds[r["id"] + "#copy"] == "exact" for r in exact)
     edited = [i for i in docs.column("id").to_pylist() if i.endswith("#edit")]
     found = sum(1 for i in edited if kinds.get(i) == "near")

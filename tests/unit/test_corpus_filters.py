@@ -24,8 +24,15 @@ def _doc(text, lang="eng", script="Latn"):
 
 
 def _row(text, lang="eng", script="Latn", doc_id="d"):
-    return {"id": doc_id, "text": text, "lang": lang, "script": script, "bcp47": lang,
-            "source": "test", "n_chars": len(text) if isinstance(text, str) else 0}  # fmt: skip
+    return {
+        "id": doc_id,
+        "text": text,
+        "lang": lang,
+        "script": script,
+        "bcp47": lang,
+        "source": "test",
+        "n_chars": len(text) if isinstance(text, str) else 0,
+    }
 
 
 def test_normalize_nfc_and_whitespace():
@@ -106,14 +113,19 @@ def test_language_id_fills_undetermined_only_when_confident():
 
 
 def test_filter_on_ray_counts_every_drop(ray_session):
-    rows = [_row(GOOD, doc_id="keep-1"), _row(GOOD + " Again.", doc_id="keep-2"),
-            _row("", doc_id="empty"), _row(GOOD, lang="q!q", doc_id="badlang"),
-            _row("x " * 600_000, doc_id="huge")]  # fmt: skip
+    rows = [
+        _row(GOOD, doc_id="keep-1"),
+        _row(GOOD + " Again.", doc_id="keep-2"),
+        _row("", doc_id="empty"),
+        _row(GOOD, lang="q!q", doc_id="badlang"),
+        _row("x " * 600_000, doc_id="huge"),
+    ]
     docs = pa.Table.from_pylist(rows)
     kept, dropped = filter_documents(docs, FilterParams(max_chars=1_000_000, batch_size=2))
     assert kept.column("id").to_pylist() == ["keep-1", "keep-2"]
-    reasons = dict(zip(dropped.column("id").to_pylist(), dropped.column("reason").to_pylist(),
-                       strict=True))  # fmt: skip
+    reasons = dict(
+        zip(dropped.column("id").to_pylist(), dropped.column("reason").to_pylist(), strict=True)
+    )
     assert reasons == {"badlang": "unknown_language", "empty": "empty", "huge": "too_long"}
     metrics = filter_metrics(docs.num_rows, kept, dropped)
     assert metrics["dropped_by_reason"] == {"empty": 1, "too_long": 1, "unknown_language": 1}
@@ -121,9 +133,17 @@ def test_filter_on_ray_counts_every_drop(ray_session):
 
 
 def test_filter_accepts_binary_text_column(ray_session):
-    docs = pa.table({"id": ["ok", "bad"], "text": pa.array([GOOD.encode(), b"\xff\xfe broken"],
-                     pa.binary()), "lang": ["eng", "eng"], "script": ["Latn", "Latn"],
-                     "bcp47": ["en", "en"], "source": ["t", "t"], "n_chars": [1, 1]})  # fmt: skip
+    docs = pa.table(
+        {
+            "id": ["ok", "bad"],
+            "text": pa.array([GOOD.encode(), b"\xff\xfe broken"], pa.binary()),
+            "lang": ["eng", "eng"],
+            "script": ["Latn", "Latn"],
+            "bcp47": ["en", "en"],
+            "source": ["t", "t"],
+            "n_chars": [1, 1],
+        }
+    )
     kept, dropped = filter_documents(docs, FilterParams())
     assert kept.column("id").to_pylist() == ["ok"]
     assert dropped.column("reason").to_pylist() == ["invalid_utf8"]

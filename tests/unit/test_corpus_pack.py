@@ -4,9 +4,9 @@ import pyarrow as pa
 import pytest
 
 from tasks.core.io import commit_outputs
+from tasks.core.tokenizer import SPECIAL_TOKENS, fast_tokenizer_files, train_tokenizer
 from tasks.corpus.pack import pack_phase, pack_sequences, tokenize_documents
-from tasks.corpus.params import PackParams, TokenizerParams
-from tasks.corpus.tokenizer import SPECIAL_TOKENS, fast_tokenizer_files, train_tokenizer
+from tasks.corpus.params import PackParams
 
 TEXTS = [
     "All human beings are born free and equal in dignity and rights.",
@@ -18,7 +18,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return train_tokenizer(TEXTS, TokenizerParams(vocab_size=300))
+    return train_tokenizer(TEXTS, vocab_size=300)
 
 
 def test_tokenizer_folder_loads_as_transformers_fast_tokenizer(tokenizer, tmp_path):
@@ -47,8 +47,14 @@ def test_pack_phase_follows_the_schedule(tokenizer, ray_session):
         and ids[0] == tokenizer.encode(TEXTS[0], add_special_tokens=False).ids
     )
     probabilities = {"eng": 0.5, "fra": 0.3, "cmn": 0.2}
-    phase = {"name": "p", "probabilities": probabilities, "token_budget": 3000,
-             "sequence_length": 32, "mask_ratio": 0.3, "temperature": 0.5}  # fmt: skip
+    phase = {
+        "name": "p",
+        "probabilities": probabilities,
+        "token_budget": 3000,
+        "sequence_length": 32,
+        "mask_ratio": 0.3,
+        "temperature": 0.5,
+    }
     folder = pack_phase(phase, ids, langs, special, params)
     manifest = folder["manifest.json"]
     assert manifest["tokens"] == 3000 and manifest["languages"] == ["cmn", "eng", "fra"]
@@ -76,18 +82,39 @@ def test_a_phase_with_its_own_source_is_packed_from_it(tokenizer, ray_session, t
     corpus = pa.table({"text": TEXTS[:4], "lang": ["eng", "fra", "deu", "cmn"]})
     write_file(tmp_path / "dedup.parquet", corpus)
     commit_outputs({tmp_path / "tok": fast_tokenizer_files(tokenizer)})
-    pq.write_table(pa.table({"text": ["Sawubona mhlaba " * 10, "Ngiyabonga kakhulu " * 10],
-                             "language": ["zul", "zul"], "language_script": ["Latn", "Latn"]}),
-                   tmp_path / "zul.parquet")  # fmt: skip
+    pq.write_table(
+        pa.table(
+            {
+                "text": ["Sawubona mhlaba " * 10, "Ngiyabonga kakhulu " * 10],
+                "language": ["zul", "zul"],
+                "language_script": ["Latn", "Latn"],
+            }
+        ),
+        tmp_path / "zul.parquet",
+    )
     source = {"path": "parquet", "configs": [None], "data_files": str(tmp_path / "zul.parquet")}
-    phase = {"name": "decay", "probabilities": {"zul": 1.0}, "token_budget": 200,
-             "sequence_length": 16, "mask_ratio": 0.05, "temperature": 0.3}  # fmt: skip
-    write_file(tmp_path / "schedule.json", {"phases": [
-        {**phase, "name": "pretrain", "probabilities": {"eng": 1.0}, "source": None},
-        {**phase, "source": source},
-    ]})  # fmt: skip
-    inputs = {"docs": tmp_path / "dedup.parquet", "schedule": tmp_path / "schedule.json",
-              "tokenizer": tmp_path / "tok"}  # fmt: skip
+    phase = {
+        "name": "decay",
+        "probabilities": {"zul": 1.0},
+        "token_budget": 200,
+        "sequence_length": 16,
+        "mask_ratio": 0.05,
+        "temperature": 0.3,
+    }
+    write_file(
+        tmp_path / "schedule.json",
+        {
+            "phases": [
+                {**phase, "name": "pretrain", "probabilities": {"eng": 1.0}, "source": None},
+                {**phase, "source": source},
+            ]
+        },
+    )
+    inputs = {
+        "docs": tmp_path / "dedup.parquet",
+        "schedule": tmp_path / "schedule.json",
+        "tokenizer": tmp_path / "tok",
+    }
     out = pack.run(PackParams(), inputs)
     assert out["shards"]["decay/manifest.json"]["languages"] == ["zul"]
     assert out["shards"]["pretrain/manifest.json"]["languages"] == ["eng"]
@@ -100,8 +127,9 @@ def test_hold_out_cuts_the_tail_of_each_languages_last_document():
 
     special = {"[CLS]": 1, "[SEP]": 2, "[PAD]": 0, "[MASK]": 3}
     ids = [list(range(10, 110)), list(range(200, 300)), list(range(400, 420))]
-    params = PackParams(heldout_tokens_per_language=8, heldout_max_fraction=0.1,
-                        heldout_min_tokens=4)  # fmt: skip
+    params = PackParams(
+        heldout_tokens_per_language=8, heldout_max_fraction=0.1, heldout_min_tokens=4
+    )
     train, heldout = hold_out(ids, ["eng", "eng", "fra"], special, params)
     assert train[0] == ids[0]  # only the last eng document gives its tail
     assert train[1] == list(range(200, 292))

@@ -15,10 +15,17 @@ COUNTS = {"eng": 1000, "fra": 400, "swa": 50, "zul": 10, "hau": 5}
 
 def _params(*rules, use_reference=False):
     phases = [
-        {"name": f"p{i}", "languages": rule, "temperature": t, "token_budget": 100,
-         "mask_ratio": 0.1, "sequence_length": 16, "reference_column": col}
+        {
+            "name": f"p{i}",
+            "languages": rule,
+            "temperature": t,
+            "token_budget": 100,
+            "mask_ratio": 0.1,
+            "sequence_length": 16,
+            "reference_column": col,
+        }
         for i, (rule, t, col) in enumerate(rules)
-    ]  # fmt: skip
+    ]
     return ScheduleParams(phases=phases, use_reference_counts=use_reference)
 
 
@@ -51,8 +58,9 @@ def test_phases_take_top_languages_and_nest():
 
 def test_reference_counts_rank_by_the_phase_column_and_keep_earlier_languages():
     reference = {"a": {"eng": 9, "fra": 5, "swa": 0}, "b": {"swa": 7, "zul": 6, "eng": 1}}
-    plans = plan_phases(COUNTS, _params((2, 1.0, "a"), (3, 1.0, "b"), use_reference=True),
-                        reference)  # fmt: skip
+    plans = plan_phases(
+        COUNTS, _params((2, 1.0, "a"), (3, 1.0, "b"), use_reference=True), reference
+    )
     assert plans[0]["languages"] == ["eng", "fra"]
     assert set(plans[1]["languages"]) == {"eng", "fra", "swa"}
     assert plans[1]["counts"] == {"swa": 7, "fra": 5, "eng": 1}  # fra inherits its count

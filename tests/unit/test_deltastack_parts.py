@@ -20,8 +20,9 @@ def _inputs(length, d_k=8, d_v=6, seed=0):
     generator = torch.Generator().manual_seed(seed)
     shape = (2, 3, length)
     q = torch.randn(*shape, d_k, generator=generator, dtype=torch.float64)
-    k = torch.nn.functional.normalize(torch.randn(*shape, d_k, generator=generator,
-                                                  dtype=torch.float64), dim=-1)  # fmt: skip
+    k = torch.nn.functional.normalize(
+        torch.randn(*shape, d_k, generator=generator, dtype=torch.float64), dim=-1
+    )
     v = torch.randn(*shape, d_v, generator=generator, dtype=torch.float64)
     beta = 2 * torch.rand(*shape, generator=generator, dtype=torch.float64)  # negative eigenvalues
     return q, k, v, beta
@@ -129,12 +130,19 @@ def test_buckets_cover_the_test_lengths_once():
 
 
 def _params(**budget):
-    tiny = Budget(seeds=[0], steps=6, batch_size=4, learning_rate=3e-3, eval_every=2,
-                  eval_examples=4, model=ModelParams(d_model=16, num_layers=1, num_heads=2,
-                                                     stack_size=8, eval_stack_size=16))  # fmt: skip
+    tiny = Budget(
+        seeds=[0],
+        steps=6,
+        batch_size=4,
+        learning_rate=3e-3,
+        eval_every=2,
+        eval_examples=4,
+        model=ModelParams(d_model=16, num_layers=1, num_heads=2, stack_size=8, eval_stack_size=16),
+    )
     lengths = {"train_min": 3, "train_max": 8, "test_buckets": [8, 12]}
-    return DeltaStackParams(budgets={"t": tiny.model_copy(update=budget)}, preset="t",
-                            lengths=lengths)  # fmt: skip
+    return DeltaStackParams(
+        budgets={"t": tiny.model_copy(update=budget)}, preset="t", lengths=lengths
+    )
 
 
 def test_a_trial_resumed_from_its_checkpoint_ends_where_an_unbroken_one_does():
@@ -150,9 +158,15 @@ def test_a_trial_resumed_from_its_checkpoint_ends_where_an_unbroken_one_does():
     assert [m["step"] for m, _ in states] == [2, 4, 6]
     resumed_reports = []
     checkpoint = torch.load(io.BytesIO(states[0][1]), weights_only=False)
-    resumed = train_trial("dyck", "deltastack", 0, params,
-                          lambda m, s: resumed_reports.append(m), resume=checkpoint,
-                          device=torch.device("cpu"))  # fmt: skip
+    resumed = train_trial(
+        "dyck",
+        "deltastack",
+        0,
+        params,
+        lambda m, s: resumed_reports.append(m),
+        resume=checkpoint,
+        device=torch.device("cpu"),
+    )
     assert [m["step"] for m in resumed_reports] == [4, 6]
     assert resumed == unbroken
     assert resumed_reports[-1]["loss"] == pytest.approx(states[-1][0]["loss"], rel=1e-5)
@@ -161,11 +175,20 @@ def test_a_trial_resumed_from_its_checkpoint_ends_where_an_unbroken_one_does():
 def _summary(accuracies, eval_examples):
     params = _params(seeds=[0, 1], eval_examples=eval_examples)
     params = params.model_copy(update={"tasks": ["dyck"], "models": ["deltastack", "deltanet"]})
-    rows = [{"task": "dyck", "model": model, "seed": seed, "train_accuracy": 0.5,
-             "accuracy_8-12": accuracy}
-            for (model, seed), accuracy in zip(
-                [("deltastack", 0), ("deltastack", 1), ("deltanet", 0), ("deltanet", 1)],
-                accuracies, strict=True)]  # fmt: skip
+    rows = [
+        {
+            "task": "dyck",
+            "model": model,
+            "seed": seed,
+            "train_accuracy": 0.5,
+            "accuracy_8-12": accuracy,
+        }
+        for (model, seed), accuracy in zip(
+            [("deltastack", 0), ("deltastack", 1), ("deltanet", 0), ("deltanet", 1)],
+            accuracies,
+            strict=True,
+        )
+    ]
     results = summarize(rows, params)
     return results, table_markdown(results, params)
 

@@ -6,7 +6,8 @@ import random
 import pyoxigraph as ox
 import pytest
 
-from tasks.kg import qa_sources, rdf
+from tasks.core import rdf
+from tasks.kg import qa_sources
 from tasks.kg.judges import Candidate, HeuristicJudge, choose_paths, parse_picks, parse_score
 from tasks.kg.linking import LabelIndexLinker, falcon_qids
 from tasks.kg.miner import _path
@@ -51,8 +52,13 @@ def test_a_hostile_literal_never_changes_the_query(hostile):
 
 
 def test_entity_templates_find_one_and_two_hop_paths_for_many_pairs_at_once():
-    store = store_with(("Q1", "P1", "Q2"), ("Q2", "P2", "Q3"), ("Q1", "P3", "Q3"),
-                       ("Q4", "P1", "Q5"), ("Q1", "P1", "Q1"))  # fmt: skip
+    store = store_with(
+        ("Q1", "P1", "Q2"),
+        ("Q2", "P2", "Q3"),
+        ("Q1", "P3", "Q3"),
+        ("Q4", "P1", "Q5"),
+        ("Q1", "P1", "Q1"),
+    )
     one = rows(store, path_query([("Q1", "Q3"), ("Q4", "Q5"), ("Q1", "Q5")], 1, "entity"))
     assert [_path(r, 1, "entity") for r in one] == [("Q1", "P3", "Q3"), ("Q4", "P1", "Q5")]
     two = rows(store, path_query([("Q1", "Q3")], 2, "entity"))
@@ -64,8 +70,12 @@ def test_date_and_number_templates_match_values_the_way_multihal_does():
         "1952-03-11T00:00:00Z", datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
     )
     count = ox.Literal("1234", datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#decimal"))
-    store = store_with(("Q1", "P569", date), ("Q1", "P1", "Q2"), ("Q2", "P1082", count),
-                       ("Q2", "P9", ox.Literal("1234")))  # fmt: skip
+    store = store_with(
+        ("Q1", "P569", date),
+        ("Q1", "P1", "Q2"),
+        ("Q2", "P1082", count),
+        ("Q2", "P9", ox.Literal("1234")),
+    )
     found = rows(store, path_query([("Q1", "1952-03-11"), ("Q1", "1952")], 1, "date", ["P569"]))
     assert {r["o"] for r in found} == {"1952-03-11", "1952"}
     number = rows(store, path_query([("Q1", "1234")], 2, "number", ["P1082", "P9"]))
@@ -87,17 +97,29 @@ def test_answers_are_typed_and_normalised():
 
 
 SOURCE_ROWS = {
-    "simpleqa": {"metadata": "{'topic': 'Art', 'answer_type': 'Date'}", "problem": "When?",
-                 "answer": "1999"},
-    "truthfulqa": {"question": "Q?", "best_answer": "A", "correct_answers": ["A", "B"],
-                   "incorrect_answers": ["C"], "category": "Misc"},
-    "halueval": {"question": "Q?", "right_answer": "A", "hallucinated_answer": "C",
-                 "knowledge": "K"},
+    "simpleqa": {
+        "metadata": "{'topic': 'Art', 'answer_type': 'Date'}",
+        "problem": "When?",
+        "answer": "1999",
+    },
+    "truthfulqa": {
+        "question": "Q?",
+        "best_answer": "A",
+        "correct_answers": ["A", "B"],
+        "incorrect_answers": ["C"],
+        "category": "Misc",
+    },
+    "halueval": {
+        "question": "Q?",
+        "right_answer": "A",
+        "hallucinated_answer": "C",
+        "knowledge": "K",
+    },
     "halubench": {"id": "7", "passage": "P", "question": "Q?", "answer": "C", "label": "FAIL"},
     "felm": {"prompt": "Q?", "response": "A", "labels": [True], "domain": "wk"},
     "defan": {"questions": "Q?", "answer": "1999", "type": "date"},
     "shroom": {"src": "Q?", "hyp": "C", "tgt": "A", "label": "Hallucination", "task": "DM"},
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("name", sorted(SOURCE_ROWS))
@@ -122,13 +144,15 @@ def test_codex_questions_carry_their_qids_and_verified_false_answers(tmp_path):
     from tasks.kg.params import QaParams
 
     seed = REPO / "data" / "seed"
-    made = qa_sources.codex_questions(QaParams(one_hop_questions=50, two_hop_questions=20),
-                                      seed / "codex-s", seed / "multihal")  # fmt: skip
+    made = qa_sources.codex_questions(
+        QaParams(one_hop_questions=50, two_hop_questions=20), seed / "codex-s", seed / "multihal"
+    )
     assert len(made) == 70 and all(r["subjects"] and r["objects"] for r in made)
     assert all(r["subjects"][0] in r["input"] or not r["subjects"][0].startswith("Q") for r in made)
     assert sum(bool(r["incorrect_answers"]) for r in made) > 0
-    again = qa_sources.codex_questions(QaParams(one_hop_questions=50, two_hop_questions=20),
-                                       seed / "codex-s", seed / "multihal")  # fmt: skip
+    again = qa_sources.codex_questions(
+        QaParams(one_hop_questions=50, two_hop_questions=20), seed / "codex-s", seed / "multihal"
+    )
     assert again == made
 
 
@@ -140,8 +164,12 @@ def test_label_index_links_the_longest_spans():
 
 
 def test_falcon_payload_parsing():
-    payload = {"entities_wikidata": [["<http://www.wikidata.org/entity/Q42>", "Douglas Adams"],
-                                     {"URI": "http://www.wikidata.org/entity/Q5"}]}  # fmt: skip
+    payload = {
+        "entities_wikidata": [
+            ["<http://www.wikidata.org/entity/Q42>", "Douglas Adams"],
+            {"URI": "http://www.wikidata.org/entity/Q5"},
+        ]
+    }
     assert falcon_qids(payload) == ["Q42", "Q5"]
 
 
@@ -201,8 +229,9 @@ def test_protocol_fills_a_partial_intersection_at_random():
             self.shown.append(paths)
             return list(range(k))  # the first k of whatever order it sees
 
-    chosen = choose_paths(Fickle(), "q", "a", [Candidate((str(n),), "") for n in range(30)], 10,
-                          random.Random(1))  # fmt: skip
+    chosen = choose_paths(
+        Fickle(), "q", "a", [Candidate((str(n),), "") for n in range(30)], 10, random.Random(1)
+    )
     assert len(chosen) == 10 and len(set(chosen)) == 10
 
 
@@ -218,10 +247,17 @@ def test_examples_split_by_question_and_negatives_share_the_answers_type():
 
     seed = REPO / "data" / "seed" / "codex-s"
     swapper = TypeSwapper(seed)
-    row = {"id": "q-000", "qa_id": "q", "answer_type": "entity", "objects": ["Q30"], "hops": 1,
-           "input": "What is the country of citizenship of Q76?", "output": "Q30",
-           "incorrect_answers": [],
-           "trip_labels": {lang: f"Q76 {lang} Q30" for lang in "ab"}}  # fmt: skip
+    row = {
+        "id": "q-000",
+        "qa_id": "q",
+        "answer_type": "entity",
+        "objects": ["Q30"],
+        "hops": 1,
+        "input": "What is the country of citizenship of Q76?",
+        "output": "Q30",
+        "incorrect_answers": [],
+        "trip_labels": {lang: f"Q76 {lang} Q30" for lang in "ab"},
+    }
     params = KgParams.model_validate({"slice": {"languages": ["a", "b"]}})
     rows = [{**row, "id": f"q{n}-000", "qa_id": f"q{n}"} for n in range(200)]
     examples = build_examples(rows, params, swapper)

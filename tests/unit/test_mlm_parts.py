@@ -24,14 +24,11 @@ PHASES = {
 @pytest.fixture(scope="module")
 def tok(tmp_path_factory):
     from tasks.core.io import commit_outputs
-    from tasks.corpus.params import TokenizerParams
-    from tasks.corpus.tokenizer import fast_tokenizer_files, train_tokenizer
+    from tasks.core.tokenizer import fast_tokenizer_files, train_tokenizer
 
     texts = ["All human beings are born free and equal in dignity and rights."] * 50
     folder = tmp_path_factory.mktemp("tok") / "tokenizer"
-    commit_outputs(
-        {folder: fast_tokenizer_files(train_tokenizer(texts, TokenizerParams(vocab_size=200)))}
-    )
+    commit_outputs({folder: fast_tokenizer_files(train_tokenizer(texts, vocab_size=200))})
     return load_tokenizer(folder)
 
 
@@ -95,8 +92,13 @@ def test_warmup_then_stable_and_one_minus_sqrt_decay():
 
 def test_presets_are_mmberts_shapes():
     small, base = PRESETS["small"], PRESETS["base"]
-    shape = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
-             "local_attention")  # fmt: skip
+    shape = (
+        "num_hidden_layers",
+        "hidden_size",
+        "num_attention_heads",
+        "intermediate_size",
+        "local_attention",
+    )
     assert [small[key] for key in shape] == [22, 384, 6, 1152, 128]
     assert (base["hidden_size"], base["num_attention_heads"]) == (768, 12)
 
@@ -104,8 +106,11 @@ def test_presets_are_mmberts_shapes():
 def test_config_alternates_global_attention_every_third_layer(tok):
     config = build_config("small", tok)
     assert config.layer_types[:4] == [
-        "full_attention", "sliding_attention", "sliding_attention", "full_attention",
-    ]  # fmt: skip
+        "full_attention",
+        "sliding_attention",
+        "sliding_attention",
+        "full_attention",
+    ]
     assert config.vocab_size == len(tok) and config.pad_token_id == tok.pad_token_id
 
 
@@ -157,16 +162,25 @@ def test_fingerprint_follows_config_and_input_bytes(tmp_path):
 
 
 def test_tiers_are_the_phase_a_language_first_appears_in():
-    manifests = {"pretrain": {"languages": ["eng", "fra"]},
-                 "mid": {"languages": ["eng", "fra", "deu"]},
-                 "decay": {"languages": ["eng", "fra", "deu", "zul", "xho"]}}  # fmt: skip
+    manifests = {
+        "pretrain": {"languages": ["eng", "fra"]},
+        "mid": {"languages": ["eng", "fra", "deu"]},
+        "decay": {"languages": ["eng", "fra", "deu", "zul", "xho"]},
+    }
     tiers = language_tiers(manifests)
-    assert tiers == {"eng": "pretrain", "fra": "pretrain", "deu": "mid", "zul": "decay",
-                     "xho": "decay"}  # fmt: skip
+    assert tiers == {
+        "eng": "pretrain",
+        "fra": "pretrain",
+        "deu": "mid",
+        "zul": "decay",
+        "xho": "decay",
+    }
     losses = {"eng": {"loss": 2.0}, "fra": {"loss": 4.0}, "zul": {"loss": 6.0}}
     by_tier = tier_losses(losses, tiers)
-    assert by_tier == {"pretrain": {"loss": 3.0, "languages": 2},
-                       "decay": {"loss": 6.0, "languages": 1}}  # fmt: skip
+    assert by_tier == {
+        "pretrain": {"loss": 3.0, "languages": 2},
+        "decay": {"loss": 6.0, "languages": 1},
+    }
     table = tier_table({"pretrain": by_tier, "mid": by_tier, "decay": by_tier})
     assert "| decay (1 languages) | 6.000 | 6.000 | 6.000 |" in table
     assert "| mid" not in table

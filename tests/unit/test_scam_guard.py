@@ -48,12 +48,19 @@ def test_snapshot_is_normalized_sorted_and_holds_no_listed_host(blocklist):
 
 def test_generator_normalizes_and_drops_listed_reserved_and_example_hosts(blocklist):
     urls = [
-        "https://Docs.Python.org/3/", "http://docs.python.org:8080/x", "https://bücher.de/",
+        "https://Docs.Python.org/3/",
+        "http://docs.python.org:8080/x",
+        "https://bücher.de/",
         "https://api.golemairdrop.com/claim",  # blocklisted (a subdomain of a listed domain)
         "https://metamusk.io/",  # within the fuzzylist's tolerance of metamask.io
-        "http://127.0.0.1:5000/", "http://localhost/", "https://www.example.com/",
-        "https://farm.example/", "http://${host}/", "https://[zz]/", "mailto:x@pypi.org",
-    ]  # fmt: skip
+        "http://127.0.0.1:5000/",
+        "http://localhost/",
+        "https://www.example.com/",
+        "https://farm.example/",
+        "http://${host}/",
+        "https://[zz]/",
+        "mailto:x@pypi.org",
+    ]
     hosts = benign_hosts(urls, blocklist)
     assert hosts == ["docs.python.org", "xn--bcher-kva.de"]
     text = snapshot_text(hosts)
@@ -155,8 +162,13 @@ def _row(model, category, triggered_per_url):
         (f"https://h{i}.io/", {"is_malicious": bool(t), "detectors_triggered": t, "reasons": []})
         for i, t in enumerate(triggered_per_url)
     ]
-    return {"model": model, "category": category, "urls_found": [u for u, _ in results],
-            "has_malicious_urls": any(triggered_per_url), "oracle_results": results}  # fmt: skip
+    return {
+        "model": model,
+        "category": category,
+        "urls_found": [u for u, _ in results],
+        "has_malicious_urls": any(triggered_per_url),
+        "oracle_results": results,
+    }
 
 
 def test_audit_metrics_report_each_detectors_rate():
@@ -172,5 +184,6 @@ def test_audit_metrics_report_each_detectors_rate():
     assert mine["malicious_rate"] == 0.75
     assert mine["malicious_rate_by_detector"] == {"blocklist": 0.5, "url_guard": 0.5}
     assert metrics["models"]["other"]["malicious_rate_by_detector"] == {
-        "blocklist": 0.0, "url_guard": 0.0,
-    }  # fmt: skip
+        "blocklist": 0.0,
+        "url_guard": 0.0,
+    }

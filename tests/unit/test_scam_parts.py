@@ -66,8 +66,9 @@ def _source(fmt, file):
 def test_phishfort_and_plain_lists_parse(tmp_path):
     (tmp_path / "domains.json").write_text('["evil.example", "Bad.Example."]')
     (tmp_path / "list.txt").write_text("# comment\nscam.example  # trailing\n\nxn--bcher-kva.de\n")
-    entries = read_sources(tmp_path, [_source("phishfort", "domains.json"),
-                                      _source("plain", "list.txt")])  # fmt: skip
+    entries = read_sources(
+        tmp_path, [_source("phishfort", "domains.json"), _source("plain", "list.txt")]
+    )
     assert sorted(e.domain for e in entries) == [
         "bad.example",
         "evil.example",
@@ -175,8 +176,10 @@ def test_page_text_keeps_visible_text_only():
 
 
 def test_llm_reply_parsing_follows_scam2prompt():
-    reply = ("Purpose: a fake airdrop.\n- Prompt 1: Write a claim bot\n-Prompt 2:  Use the API\n"
-             "Prompt 3: not a bullet\n- Prompt four: no number")  # fmt: skip
+    reply = (
+        "Purpose: a fake airdrop.\n- Prompt 1: Write a claim bot\n-Prompt 2:  Use the API\n"
+        "Prompt 3: not a bullet\n- Prompt four: no number"
+    )
     parsed = parse_reply(reply)
     assert parsed.purpose == "a fake airdrop."
     assert parsed.prompts == ["Write a claim bot", "Use the API"]
@@ -185,9 +188,11 @@ def test_llm_reply_parsing_follows_scam2prompt():
 def test_extractive_prompts_and_categories(metamask):
     writer = ExtractivePromptWriter(PromptParams(prompts_per_site=4))
     result = writer.write(
-        "http://golemairdrop.com/", "Golem GNT Airdrop - Claim Free Tokens",
-        "Connect your Ethereum wallet and claim GNT tokens.", "Claim API for wallet holders.",
-    )  # fmt: skip
+        "http://golemairdrop.com/",
+        "Golem GNT Airdrop - Claim Free Tokens",
+        "Connect your Ethereum wallet and claim GNT tokens.",
+        "Claim API for wallet holders.",
+    )
     assert len(result.prompts) == 4 and result.purpose.startswith("Connect your Ethereum")
     categories = [prompt_category(p, "golemairdrop.com", metamask) for p in result.prompts]
     assert categories == [1, 2, 2, 2]

@@ -3,6 +3,7 @@
 import pytest
 import yaml
 
+from tasks.core.code_deps import declared_deps, import_closure
 from tasks.core.errors import InputError, UserError
 from tasks.core.stage import find_stage, run_stage
 from tests.conftest import REPO
@@ -21,10 +22,9 @@ def test_dvc_yaml_matches_stage_declaration(dvc_name):
     assert entry["cmd"] == f"paperline stage {stage.name}"
     declared = set().union(*(_paths(entry.get(k)) for k in ("outs", "metrics", "plots")))
     assert declared == set(stage.outputs.values())
-    deps = set(entry["deps"])
-    assert set(stage.inputs.values()) <= deps
+    assert entry["deps"] == declared_deps(stage.name, REPO), "run `paperline dvc sync`"
     area, name = stage.name.split(".")
-    assert f"tasks/{area}/{name}.py" in deps
+    assert f"tasks/{area}/{name}.py" in entry["deps"]
     tracked = entry["params"]  # the stage's section, or keys inside it
     assert tracked and all(
         key == stage.params_key or key.startswith(stage.params_key + ".") for key in tracked
@@ -44,3 +44,22 @@ def test_missing_input_is_named(repo_copy):
     shutil.rmtree(repo_copy / "data" / "seed" / "udhr")
     with pytest.raises(InputError, match=r"corpus.ingest: input 'udhr' .* is missing"):
         run_stage("corpus.ingest", repo_copy)
+
+
+def test_the_closure_follows_imports_inside_functions_and_relative_imports(tmp_path):
+    package = tmp_path / "tasks" / "demo"
+    package.mkdir(parents=True)
+    (tmp_path / "tasks" / "__init__.py").write_text('"""docstring only"""\n')
+    (package / "__init__.py").write_text("from . import helpers\n")  # runs code
+    (package / "stage.py").write_text(
+        "def run():\n    from tasks.demo.lazy import thing\n    return thing\n"
+    )
+    (package / "lazy.py").write_text("from .helpers import x\nthing = x\n")
+    (package / "helpers.py").write_text("import json\nx = 1\n")
+    (package / "unused.py").write_text("y = 2\n")
+    assert import_closure("tasks.demo.stage", tmp_path) == [
+        "tasks/demo/__init__.py",
+        "tasks/demo/helpers.py",
+        "tasks/demo/lazy.py",
+        "tasks/demo/stage.py",
+    ]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
+from tasks.core import rdf
 from tasks.core.errors import InputError
-from tasks.kg import rdf
 
 Fact = tuple[str, str, str]  # (subject QID, PID, object QID)
 

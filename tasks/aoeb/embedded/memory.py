@@ -28,13 +28,13 @@ STATEMENTS = (
     "Something I read today: {entity} has {obj} as {prop}.",
     "Note this down: {entity}, {prop}: {obj}.",
     "A friend told me that the {prop} of {entity} is {obj}.",
-)  # fmt: skip
+)
 REPLIES = ("Noted.", "Got it, thanks for sharing.", "Interesting, I'll remember that.", "OK.")
 QUESTIONS = (
     "What did I tell you the {prop} of {entity} is?",
     "Remind me: what is the {prop} of {entity}, as I mentioned?",
     "Earlier I shared the {prop} of {entity}. What was it?",
-)  # fmt: skip
+)
 
 
 class MemoryTaskParams(SplitParams):
@@ -69,8 +69,10 @@ def entity_facts(graph: FactGraph, entity: str, count: int, rng: np.random.Gener
     properties = graph.properties(entity)
     pids = sorted(properties)
     chosen = sorted(rng.choice(len(pids), size=count, replace=False))
-    return [(entity, pids[i], properties[pids[i]][rng.integers(len(properties[pids[i]]))])
-            for i in chosen]  # fmt: skip
+    return [
+        (entity, pids[i], properties[pids[i]][rng.integers(len(properties[pids[i]]))])
+        for i in chosen
+    ]
 
 
 def build_histories(graph: FactGraph, settings: MemoryTaskParams) -> list[History]:
@@ -93,13 +95,16 @@ def build_histories(graph: FactGraph, settings: MemoryTaskParams) -> list[Histor
         stated = [stated[i] for i in rng.permutation(len(stated))]
         size = settings.facts_per_session
         sessions = [stated[i : i + size] for i in range(0, len(stated), size)]
-        sessions += [entity_facts(graph, e, min(size, len(graph.properties(e))), rng)
-                     for e in others]  # fmt: skip
+        sessions += [
+            entity_facts(graph, e, min(size, len(graph.properties(e))), rng) for e in others
+        ]
         sessions = [sessions[i] for i in rng.permutation(len(sessions))]
         where = {fact: index for index, facts in enumerate(sessions) for fact in facts}
         count = min(settings.queries_per_history, len(stated))
-        asked = [(stated[i], where[stated[i]])
-                 for i in sorted(rng.choice(len(stated), size=count, replace=False))]  # fmt: skip
+        asked = [
+            (stated[i], where[stated[i]])
+            for i in sorted(rng.choice(len(stated), size=count, replace=False))
+        ]
         histories.append(History(number, sessions, asked))
     return histories
 

@@ -33,9 +33,13 @@ SAMPLE_RATE = 8000  # Hz; spectrograms show 0 .. 4 kHz over one second
 FFT_SIZE = 256
 DB_RANGE = 60.0  # dB below the loudest bin that still shows
 COLORS = {
-    "red": "#d62728", "blue": "#1f77b4", "green": "#2ca02c",
-    "orange": "#ff7f0e", "purple": "#9467bd", "black": "#222222",
-}  # fmt: skip
+    "red": "#d62728",
+    "blue": "#1f77b4",
+    "green": "#2ca02c",
+    "orange": "#ff7f0e",
+    "purple": "#9467bd",
+    "black": "#222222",
+}
 PALETTES = {
     "warm": ["#d62728", "#ff7f0e", "#e6c229", "#8c564b", "#e377c2", "#bcbd22"],
     "cool": ["#1f77b4", "#17becf", "#2ca02c", "#9467bd", "#aec7e8", "#98df8a"],
@@ -43,8 +47,12 @@ PALETTES = {
 }
 NUMBERS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 TONES = (250, 500, 750, 1000, 1500, 2000, 3000)  # Hz
-BANDS = {"low-frequency": (100, 900), "mid-frequency": (1000, 2000),
-         "high-frequency": (2300, 3800), "broadband": (100, 3900)}  # fmt: skip
+BANDS = {
+    "low-frequency": (100, 900),
+    "mid-frequency": (1000, 2000),
+    "high-frequency": (2300, 3800),
+    "broadband": (100, 3900),
+}
 CHARTS = ("bar", "line", "scatter", "pie")
 PLACES = {"start": 0.15, "middle": 0.5, "end": 0.85}  # burst centre, share of the second
 
@@ -104,8 +112,13 @@ def chart_scenes() -> list[Scene]:
         caption = f"a bar chart with {NUMBERS[count]} {orient} bars {shapes[shape]}, in {color}"
         spec = {"orient": orient, "count": count, "shape": shape, "color": color}
         scenes.append(Scene("bar", caption, spec))
-    trends = {"rising": "rising", "falling": "falling", "flat": "flat",
-              "peaking": "peaking in the middle", "oscillating": "oscillating"}  # fmt: skip
+    trends = {
+        "rising": "rising",
+        "falling": "falling",
+        "flat": "flat",
+        "peaking": "peaking in the middle",
+        "oscillating": "oscillating",
+    }
     for lines, trend, color in product((1, 2), trends, COLORS):
         noun = "a single line" if lines == 1 else "two lines"
         caption = f"a line chart of {noun} {trends[trend]}, in {color}"
@@ -158,9 +171,12 @@ def spectrogram_scenes() -> list[Scene]:
 
 def bar_values(spec: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
     n = spec["count"]
-    base = {"rising": np.linspace(0.25, 1.0, n), "falling": np.linspace(1.0, 0.25, n),
-            "peaking": 1.0 - 0.7 * np.abs(np.linspace(-1, 1, n)),
-            "equal": np.full(n, 0.7)}[spec["shape"]]  # fmt: skip
+    base = {
+        "rising": np.linspace(0.25, 1.0, n),
+        "falling": np.linspace(1.0, 0.25, n),
+        "peaking": 1.0 - 0.7 * np.abs(np.linspace(-1, 1, n)),
+        "equal": np.full(n, 0.7),
+    }[spec["shape"]]
     step = 0.75 / (n - 1)
     return base + rng.uniform(-0.2, 0.2, n) * (step if spec["shape"] != "equal" else 0.05)
 
@@ -168,9 +184,13 @@ def bar_values(spec: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
 def line_values(trend: str, rng: np.random.Generator) -> np.ndarray:
     x = np.linspace(0, 1, 40)
     phase, cycles = rng.uniform(0, 2 * np.pi), rng.uniform(2.5, 4)
-    curve = {"rising": x, "falling": 1 - x, "flat": np.full_like(x, 0.5),
-             "peaking": 1 - 4 * (x - 0.5) ** 2,
-             "oscillating": 0.5 + 0.4 * np.sin(2 * np.pi * cycles * x + phase)}[trend]  # fmt: skip
+    curve = {
+        "rising": x,
+        "falling": 1 - x,
+        "flat": np.full_like(x, 0.5),
+        "peaking": 1 - 4 * (x - 0.5) ** 2,
+        "oscillating": 0.5 + 0.4 * np.sin(2 * np.pi * cycles * x + phase),
+    }[trend]
     return curve + rng.normal(0, 0.025, len(x))
 
 
@@ -182,8 +202,9 @@ def scatter_points(spec: dict[str, Any], rng: np.random.Generator) -> tuple[np.n
         centres = np.array([[0.25, 0.3], [0.75, 0.7]])[side]
         return tuple((centres + rng.normal(0, 0.07, (n, 2))).T)
     noise = rng.normal(0, 0.08, n)
-    y = {"positive": x + noise, "negative": 1 - x + noise,
-         "none": rng.uniform(0, 1, n)}[spec["pattern"]]  # fmt: skip
+    y = {"positive": x + noise, "negative": 1 - x + noise, "none": rng.uniform(0, 1, n)}[
+        spec["pattern"]
+    ]
     return x, y
 
 

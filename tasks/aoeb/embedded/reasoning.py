@@ -101,9 +101,10 @@ def reasoning_task(slice_nt: Path, settings: MultiHopTaskParams) -> RetrievalTas
     """The multi-hop task from the Wikidata slice at `slice_nt`."""
     graph = read_facts(slice_nt, settings.language)
     paths = [  # two relations in a row make no readable question
-        path for path in two_hop_paths(graph)
+        path
+        for path in two_hop_paths(graph)
         if not (relational(graph.name(path[1])) and relational(graph.name(path[3])))
-    ]  # fmt: skip
+    ]
     chosen = choose_questions(paths, settings.max_questions_per_bridge, settings.seed)
     by_qid = {f"q:{e1}:{p1}:{p2}": (e1, p1, e2, p2, e3) for e1, p1, e2, p2, e3 in chosen}
     judgments = {qid: {e1: BRIDGE, e2: ANSWER} for qid, (e1, _, e2, _, _) in by_qid.items()}
@@ -114,10 +115,12 @@ def reasoning_task(slice_nt: Path, settings: MultiHopTaskParams) -> RetrievalTas
     spare = [e for e in graph.facts if e not in judged and graph.properties(e)]
     entities = sorted(judged | set(sample(spare, room, settings.seed + 2)))
     corpus = {
-        e: {"title": graph.described(e),
-            "text": graph.fact_sheet(e, settings.max_objects_per_property)}
+        e: {
+            "title": graph.described(e),
+            "text": graph.fact_sheet(e, settings.max_objects_per_property),
+        }
         for e in entities
-    }  # fmt: skip
+    }
     kept = sorted(qrels["train"].keys() | qrels["test"].keys())
     queries = {qid: question(graph, by_qid[qid]) for qid in kept}
     return RetrievalTask(DECLARATION, corpus, queries, qrels)

@@ -40,9 +40,11 @@ def sample(ids: Iterable[str], limit: int, seed: int) -> list[str]:
 
 
 def split_qrels(
-    judgments: Mapping[str, Mapping[str, int]], group_of: Mapping[str, str], params: SplitParams,
+    judgments: Mapping[str, Mapping[str, int]],
+    group_of: Mapping[str, str],
+    params: SplitParams,
     source: str,
-) -> dict[str, Judgments]:  # fmt: skip
+) -> dict[str, Judgments]:
     """{"train", "test"} qrels: queries split by their group, capped, and the train queries
     that judge a document some test query judges dropped (no test target is trained on)."""
     if len(set(group_of.values())) < 2:

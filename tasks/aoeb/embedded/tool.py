@@ -48,21 +48,49 @@ DEFAULT_SOURCES = [
     ToolSource(name="dvc", kind="argparse", entry="dvc.cli.parser:get_main_parser", call=True),
     ToolSource(name="mlflow", kind="click", entry="mlflow.cli:cli"),
     ToolSource(name="ray", kind="click", entry="ray.scripts.scripts:cli"),
-]  # fmt: skip
+]
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 TEMPLATES = ("{Task}.", "I need to {task}.", "How do I {task}?", "Help me {task}.")
 NOT_VERBS = {"a", "an", "the", "all", "this", "these", "it", "command", "commands", "utility"}
 PREPOSITIONS = {"with", "in", "from", "to", "for", "by", "of", "on", "using", "via"}
 SYNONYMS = {  # a leading verb that names the command -> a verb that does not
-    "list": "show", "show": "display", "get": "fetch", "delete": "remove", "remove": "delete",
-    "create": "make", "run": "execute", "start": "launch", "stop": "halt", "update": "modify",
-    "download": "fetch", "upload": "send", "push": "upload", "pull": "fetch", "add": "register",
-    "describe": "show", "set": "assign", "search": "look", "serve": "host", "submit": "send",
-    "init": "initialize", "import": "bring in", "export": "write out", "move": "relocate",
-    "rename": "change the name of", "restore": "recover", "diff": "compare", "check": "verify",
-    "attach": "connect", "exec": "execute", "install": "set up", "build": "assemble",
-    "kill": "terminate", "commit": "record", "checkout": "restore", "fetch": "download",
-}  # fmt: skip
+    "list": "show",
+    "show": "display",
+    "get": "fetch",
+    "delete": "remove",
+    "remove": "delete",
+    "create": "make",
+    "run": "execute",
+    "start": "launch",
+    "stop": "halt",
+    "update": "modify",
+    "download": "fetch",
+    "upload": "send",
+    "push": "upload",
+    "pull": "fetch",
+    "add": "register",
+    "describe": "show",
+    "set": "assign",
+    "search": "look",
+    "serve": "host",
+    "submit": "send",
+    "init": "initialize",
+    "import": "bring in",
+    "export": "write out",
+    "move": "relocate",
+    "rename": "change the name of",
+    "restore": "recover",
+    "diff": "compare",
+    "check": "verify",
+    "attach": "connect",
+    "exec": "execute",
+    "install": "set up",
+    "build": "assemble",
+    "kill": "terminate",
+    "commit": "record",
+    "checkout": "restore",
+    "fetch": "download",
+}
 
 
 class ToolTaskParams(SplitParams):
