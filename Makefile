@@ -13,7 +13,7 @@ export HF_DATASETS_OFFLINE ?= 1
 export RAY_USAGE_STATS_ENABLED := 0
 export DO_NOT_TRACK := 1
 
-.PHONY: setup run test bench lint format clean
+.PHONY: setup run test test-fast bench lint format clean
 
 setup:
 	@want=$$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1); \
@@ -29,6 +29,10 @@ run: setup
 
 test: setup
 	$(BIN)/python -m pytest
+
+# unit tests only: no services, no pipeline copies (a few minutes on 2 cores)
+test-fast: setup
+	$(BIN)/python -m pytest tests/unit
 
 bench: setup
 	$(BIN)/python benchmarks/atomic_io.py
