@@ -178,3 +178,27 @@ def test_stage_order_and_area_selection_follow_the_dag(tmp_path):
         n for n in order if n in {"a.one", "b.two", "b.three"}
     ]
     assert [s.name for s in area_stages("c", folder)] == ["c.four"]
+
+
+def code_reasons(stale: dict[str, list[str]], module: str) -> set[str]:
+    return {name for name, reasons in stale.items() if f"deps: {module} modified" in reasons}
+
+
+@pytest.mark.parametrize("module", ["tasks/core/io.py", "tasks/core/train_loop.py"])
+def test_editing_a_module_makes_exactly_its_importers_stale(tmp_path, module):
+    """dvc.lock records every module a stage imports: a comment appended to one of them
+    makes `dvc status` report each stage whose code reaches it, and no other."""
+    from tasks.core.code_deps import declared_deps
+
+    root = copy_repo(tmp_path / "repo", small=False)
+    assert not code_reasons(stale_stages(root), module), "dvc.lock is older than the code"
+    with (root / module).open("a", encoding="utf-8") as handle:
+        handle.write("# an edit that changes nothing but the file's hash\n")
+    importers = {
+        stage.name for stage in pipeline_stages(root) if module in declared_deps(stage.name, root)
+    }
+    assert code_reasons(stale_stages(root), module) == importers
+    if module == "tasks/core/train_loop.py":  # the kit the fine-tunes share with mlm
+        assert {"scam.poison", "aoeb.finetune", "cmipref.train", "mlm.pretrain"} <= importers
+    else:
+        assert len(importers) == len(pipeline_stages(root))  # every stage writes through io
