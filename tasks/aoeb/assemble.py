@@ -26,7 +26,7 @@ from tasks.aoeb.hub import load_hub_task
 from tasks.aoeb.params import AoebParams
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 
 log = get_logger("paperline.aoeb.assemble")
 
@@ -42,7 +42,7 @@ def task_summary(task: RetrievalTask) -> dict[str, Any]:
     }
 
 
-def run(params: AoebParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     settings = params.assemble
     tasks = [
         code_task(inputs["code"], settings.code),

@@ -138,8 +138,8 @@ def content_hash(ids: Sequence[str], contents: Sequence[str | bytes], *extra: st
     return digest.hexdigest()
 
 
-def default_cache() -> Path:
-    return state_dir() / "aoeb" / "embeddings"
+def default_cache(root: Path | None = None) -> Path:
+    return state_dir(root) / "aoeb" / "embeddings"
 
 
 def cached_vectors(

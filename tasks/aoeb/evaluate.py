@@ -21,16 +21,14 @@ from statistics import fmean
 from typing import Any
 
 from tasks.aoeb.benchmark import RetrievalTask, read_tasks
-from tasks.aoeb.encoders import UnsupportedTask, make_encoder, search
+from tasks.aoeb.encoders import UnsupportedTask, default_cache, make_encoder, search
 from tasks.aoeb.metrics import retrieval_scores
 from tasks.aoeb.params import AoebParams
 from tasks.aoeb.trec import run_text
 from tasks.core import tracking
 from tasks.core.io import Folder
-from tasks.core.params import RuntimeParams
-from tasks.core.paths import state_dir
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.core.text_encoders import model_folder
 
 log = get_logger("paperline.aoeb.evaluate")
@@ -150,16 +148,17 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
     return buffer.getvalue()
 
 
-def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import mlflow
 
     settings = params.evaluate
     tasks = read_tasks(inputs["tasks"])
-    scratch = state_dir() / "aoeb" / "models"
-    tracking.configure(runtime.mlflow)
+    scratch = ctx.scratch("aoeb", "models")
+    tracking.configure(ctx.runtime.mlflow, ctx.root)
 
     def folder_of(reference: str) -> Path:
-        return with_tokenizer(model_folder(reference, scratch), inputs["tokenizer"], scratch)
+        folder = model_folder(reference, scratch, ctx.root)
+        return with_tokenizer(folder, inputs["tokenizer"], scratch)
 
     files: dict[str, Any] = {}
     results: dict[str, dict[str, float]] = {}
@@ -170,7 +169,14 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
         for task in tasks:
             name = task.declaration.name
             try:
-                ranked = search(encoder, task, "test", max(settings.k_values), index=settings.index)
+                ranked = search(
+                    encoder,
+                    task,
+                    "test",
+                    max(settings.k_values),
+                    index=settings.index,
+                    cache_dir=default_cache(ctx.root),
+                )
             except UnsupportedTask as reason:
                 skipped.setdefault(encoder.name, {})[name] = str(reason)
                 continue
@@ -185,9 +191,10 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     table = leaderboard_table(board, tasks)
     with tracking.start_run(
         settings.experiment,
-        runtime.mlflow,
+        ctx.runtime.mlflow,
         run_name="aoeb-leaderboard",
         inputs=[TASKS, *settings.lineage_inputs],
+        root=ctx.root,
     ):
         for encoder, entry in board["encoders"].items():
             if entry["mean"] is not None:
@@ -227,5 +234,4 @@ STAGE = Stage(
         "table": "data/processed/aoeb/leaderboard.md",
         "plot": "data/processed/aoeb/leaderboard.csv",
     },
-    uses_runtime=True,
 )

@@ -24,11 +24,9 @@ from tasks.aoeb.params import AoebParams
 from tasks.core import tracking
 from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_json
-from tasks.core.params import RuntimeParams
-from tasks.core.paths import repo_root, state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 
 log = get_logger("paperline.aoeb.finetune")
 TASKS, BASE, TOKENIZER = "data/processed/aoeb/tasks", "models/mmbert/decay", "models/tokenizer"
@@ -144,7 +142,7 @@ def train_image_tower(
     }
 
 
-def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import mlflow
     from transformers import AutoModel, PreTrainedTokenizerFast
 
@@ -181,14 +179,20 @@ def run(params: AoebParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
         "init_from": str(inputs["base"]),
         "tokenizer": str(inputs["tokenizer"]),
         "pairs": pairs,
-        "tracking_uri": tracking.configure(runtime.mlflow),
+        "tracking_uri": tracking.configure(ctx.runtime.mlflow, ctx.root),
     }
-    scratch = state_dir(repo_root()) / "ray" / "aoeb" / "finetune"
+    scratch = ctx.scratch("ray", "aoeb", "finetune")
     sources = [inputs["tasks"], inputs["base"], inputs["tokenizer"]]
     resuming = prepare_scratch(scratch, fingerprint(config, sources))
-    lineage = tracking.lineage_tags([TASKS, BASE, TOKENIZER])
+    lineage = tracking.lineage_tags([TASKS, BASE, TOKENIZER], ctx.root)
     config["run_id"] = tracking.resumable_run_id(
-        scratch, settings.experiment, runtime.mlflow, "embedder-finetune", lineage, resuming
+        scratch,
+        settings.experiment,
+        ctx.runtime.mlflow,
+        "embedder-finetune",
+        lineage,
+        resuming,
+        ctx.root,
     )
     log.info(
         "aoeb.finetune: %d pairs from %d tasks, %d steps%s",
@@ -269,5 +273,4 @@ STAGE = Stage(
         "curve": "models/embedder/loss.csv",
     },
     uses_ray=True,
-    uses_runtime=True,
 )

@@ -30,9 +30,8 @@ from tasks.cmipref.reward_model import load
 from tasks.cmipref.truth import confidence_bucket, pair_truth, sign
 from tasks.core import tracking
 from tasks.core.io import read_parquet
-from tasks.core.params import RuntimeParams
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.core.text_encoders import make_encoder
 
 log = get_logger("paperline.cmipref.evaluate")
@@ -216,9 +215,7 @@ def accuracy_csv(table: Mapping[str, Mapping[str, Mapping[str, float]]]) -> str:
     return buffer.getvalue()
 
 
-def run(
-    params: CmiprefParams, inputs: Mapping[str, Path], runtime: RuntimeParams
-) -> dict[str, Any]:
+def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import mlflow
 
     all_pairs = read_parquet(inputs["pairs"])
@@ -278,9 +275,10 @@ def run(
     markdown = report_markdown(metrics)
     with tracking.start_run(
         params.evaluate.experiment,
-        runtime.mlflow,
+        ctx.runtime.mlflow,
         run_name="cmi-rm-evaluate",
         inputs=[MODEL, PAIRS, TRUTH],
+        root=ctx.root,
     ):
         mlflow.log_metrics(
             {
@@ -314,5 +312,4 @@ STAGE = Stage(
         "accuracy": "data/processed/cmipref/accuracy.csv",
     },
     uses_ray=True,
-    uses_runtime=True,
 )

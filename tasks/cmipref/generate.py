@@ -31,7 +31,7 @@ from tasks.core.errors import InputError
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 
 log = get_logger("paperline.cmipref.generate")
 AUDIO = "data/interim/cmipref/audio"
@@ -140,7 +140,7 @@ def candidate_pairs(
     return [(a, b) if rng.random() < 0.5 else (b, a) for a, b in pairs]
 
 
-def run(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     settings = params.generate
     prompts, references = plan_prompts(settings)
     log.info(

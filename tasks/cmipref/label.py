@@ -28,7 +28,7 @@ from tasks.cmipref.truth import confidence_bucket, pair_truth, sign
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 
 log = get_logger("paperline.cmipref.label")
 PAIRS, TRUTH, AUDIO = (
@@ -220,7 +220,7 @@ def label_quality(
     }
 
 
-def run(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     settings = params.label
     pairs = read_parquet(inputs["pairs"])
     pool = pairs.filter(pc.equal(pairs["split"], "pool"))

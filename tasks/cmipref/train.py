@@ -27,11 +27,9 @@ from tasks.cmipref.truth import pair_truth
 from tasks.core import tracking
 from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_json, read_parquet
-from tasks.core.params import RuntimeParams
-from tasks.core.paths import repo_root, state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.core.text_encoders import make_encoder
 
 log = get_logger("paperline.cmipref.train")
@@ -181,25 +179,29 @@ def reward_model_card(settings: TrainParams, metrics: dict[str, Any]) -> trackin
     )
 
 
-def run(
-    params: CmiprefParams, inputs: Mapping[str, Path], runtime: RuntimeParams
-) -> dict[str, Any]:
+def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import mlflow
 
     settings = params.train
     data = training_data(params, inputs)
     config = loop_config(settings, data)
-    config["tracking_uri"] = tracking.configure(runtime.mlflow)
-    scratch = state_dir(repo_root()) / "ray" / "cmipref" / "train"
+    config["tracking_uri"] = tracking.configure(ctx.runtime.mlflow, ctx.root)
+    scratch = ctx.scratch("ray", "cmipref", "train")
     stable = {
         k: v for k, v in config.items() if k not in ("mels", "texts", "pretrain", "finetune", "dev")
     }
     resuming = prepare_scratch(
         scratch, fingerprint(stable, [inputs["labels"], inputs["pairs"], inputs["truth"]])
     )
-    lineage = tracking.lineage_tags([LABELS, PAIRS, TRUTH])
+    lineage = tracking.lineage_tags([LABELS, PAIRS, TRUTH], ctx.root)
     config["run_id"] = tracking.resumable_run_id(
-        scratch, settings.experiment, runtime.mlflow, "cmi-rm-train", lineage, resuming
+        scratch,
+        settings.experiment,
+        ctx.runtime.mlflow,
+        "cmi-rm-train",
+        lineage,
+        resuming,
+        ctx.root,
     )
     log.info(
         "cmipref.train: %d pseudo pairs, %d truth pairs, %d + %d steps%s",
@@ -275,5 +277,4 @@ STAGE = Stage(
         "curve": "models/cmi_rm/loss.csv",
     },
     uses_ray=True,
-    uses_runtime=True,
 )

@@ -89,6 +89,8 @@ def fit_torch(
         result = trainer.fit()
     except ray.train.TrainingFailedError as error:
         raise training_failure(error, what, max_failures, started) from None
+    except ray.exceptions.RayError as error:  # the controller itself was lost (e.g. its node)
+        raise worker_failure(error, what, started, attempts=max_failures + 1) from None
     if result.checkpoint is None:
         raise RuntimeError(f"{what}: training ended without a checkpoint")
     return Path(result.checkpoint.path)

@@ -1,7 +1,9 @@
-"""A stage: a pure `run(params, inputs) -> outputs` plus where its inputs and outputs live.
+"""A stage: `run(params, inputs, ctx) -> outputs` plus where its inputs and outputs live.
 
 `paperline stage NAME` (what dvc.yaml calls) resolves the declared paths, validates params,
-runs the function and commits every output atomically; tests call `run` directly.
+runs the function with a `StageContext` and commits every output atomically; tests call
+`run` directly, with `StageContext.at(tmp_path)`. Stage code never looks up the repository
+root: everything it reads or writes outside its inputs and outputs is under `ctx.root`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Any
 from tasks.core.dvc_stages import paperline_name
 from tasks.core.errors import InputError, UserError, WorkerFailure
 from tasks.core.io import commit_outputs
-from tasks.core.params import Params, load_params
-from tasks.core.paths import repo_root
+from tasks.core.params import Params, RuntimeParams, load_params
+from tasks.core.paths import repo_root, state_dir
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import init_ray
 
@@ -25,11 +27,30 @@ log = get_logger("paperline.stage")
 
 
 @dataclass(frozen=True)
+class StageContext:
+    """Where a stage runs: the root it reads and writes, the runtime settings (MLflow
+    store, Ray, services) and scratch folders under the root's `.paperline/`."""
+
+    root: Path
+    runtime: RuntimeParams
+
+    @classmethod
+    def at(cls, root: Path, runtime: RuntimeParams | None = None) -> StageContext:
+        return cls(Path(root).resolve(), runtime or RuntimeParams())
+
+    def scratch(self, *parts: str) -> Path:
+        """`.paperline/<parts…>` under the root (created): checkpoints, caches, resumable work."""
+        path = state_dir(self.root).joinpath(*parts)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+@dataclass(frozen=True)
 class Stage:
     """Declaration of one pipeline stage (its dvc.yaml entry must agree; a test checks)."""
 
     name: str  # "<area>.<stage>", e.g. "corpus.ingest"
-    run: Callable[[Any, Mapping[str, Path]], Mapping[str, Any]]
+    run: Callable[[Any, Mapping[str, Path], StageContext], Mapping[str, Any]]
     params_key: str  # dotted path of this stage's section in params.yaml
     inputs: Mapping[str, str]  # role -> repo-relative path
     outputs: Mapping[str, str]  # role -> repo-relative path
@@ -37,7 +58,6 @@ class Stage:
     # model the stage loads from the registry); its code deps are derived (code_deps)
     data_deps: tuple[str, ...] = ()
     uses_ray: bool = False  # the door connects Ray (local or $RAY_ADDRESS) before `run`
-    uses_runtime: bool = False  # `run` also gets `runtime=` (MLflow store, Ray, services)
 
     def select_params(self, params: Params) -> Any:
         section: Any = params
@@ -77,9 +97,9 @@ def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
     if stage.uses_ray:
         init_ray(all_params.runtime.ray)
     started = time.perf_counter()
-    extra = {"runtime": all_params.runtime} if stage.uses_runtime else {}
+    ctx = StageContext.at(root, all_params.runtime)
     try:
-        produced = stage.run(params, inputs, **extra)
+        produced = stage.run(params, inputs, ctx)
     except WorkerFailure as failure:
         raise WorkerFailure(f"{stage.name}: {failure}") from None
     if set(produced) != set(stage.outputs):

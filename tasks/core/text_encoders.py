@@ -253,12 +253,12 @@ class TransformersEncoder(_TextEmbedder):
         return unit_rows(out)
 
 
-def model_folder(reference: str, scratch: Path | None = None) -> Path:
+def model_folder(reference: str, scratch: Path | None = None, root: Path | None = None) -> Path:
     """A model folder from `models:/name@alias` (downloaded from the MLflow registry: configure
-    tracking first) or a path (relative to the repository root)."""
+    tracking first) or a path (relative to `root`, default the repository's)."""
     if reference.startswith("models:/"):
         name, _, alias = reference.removeprefix("models:/").partition("@")
-        target = (scratch or state_dir() / "models") / f"{name}@{alias}"
+        target = (scratch or state_dir(root) / "models") / f"{name}@{alias}"
         return registry_folder(
             name,
             alias or "candidate",
@@ -266,7 +266,7 @@ def model_folder(reference: str, scratch: Path | None = None) -> Path:
             remedy="run the stage that registers it (`dvc repro`)",
         )
     path = Path(reference)
-    path = path if path.is_absolute() else repo_root() / path
+    path = path if path.is_absolute() else (root or repo_root()) / path
     if not (path / "config.json").exists():
         raise InputError(f"{path}: no config.json; not a model folder (build or download it)")
     return path

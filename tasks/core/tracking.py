@@ -137,6 +137,7 @@ def resumable_run_id(
     run_name: str,
     tags: Mapping[str, str],
     resuming: bool,
+    root: Path | None = None,
 ) -> str:
     """The MLflow run a training job logs to, kept in its scratch folder: a resumed job
     keeps logging to the run it started, a fresh one creates a run."""
@@ -147,7 +148,7 @@ def resumable_run_id(
     runs_file = scratch / "mlflow_run.json"
     if resuming and runs_file.exists():
         return json.loads(runs_file.read_text())["run_id"]
-    experiment_id = ensure_experiment(experiment, params)
+    experiment_id = ensure_experiment(experiment, params, root)
     run = mlflow.MlflowClient().create_run(experiment_id, run_name=run_name, tags=dict(tags))
     runs_file.parent.mkdir(parents=True, exist_ok=True)
     runs_file.write_text(json.dumps({"run_id": run.info.run_id}))

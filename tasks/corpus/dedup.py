@@ -21,7 +21,7 @@ import xxhash
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, gather, map_table, remote
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.corpus import minhash
 from tasks.corpus.params import DedupParams
 
@@ -192,7 +192,7 @@ def deduplicate(docs: pa.Table, params: DedupParams) -> tuple[pa.Table, pa.Table
     return kept, dup_table, metrics
 
 
-def run(params: DedupParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: DedupParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     kept, duplicates, metrics = deduplicate(read_parquet(inputs["docs"]), params)
     summary = (
         "kept %(kept)d of %(documents_in)d (%(exact_duplicates)d exact, %(near_duplicates)d near)"

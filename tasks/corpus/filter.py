@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.corpus import text_stats
 from tasks.corpus.documents import DOC_SCHEMA
 from tasks.corpus.language_id import UNDETERMINED, identify
@@ -149,7 +149,7 @@ def filter_metrics(docs_in: int, kept: pa.Table, dropped: pa.Table) -> dict[str,
     }
 
 
-def run(params: FilterParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: FilterParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     docs = read_parquet(inputs["docs"])
     kept, dropped = filter_documents(docs, params)
     metrics = filter_metrics(docs.num_rows, kept, dropped)

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.corpus import hf_source, udhr
 from tasks.corpus.documents import corpus_summary, documents_table
 from tasks.corpus.params import IngestParams
 
 
-def run(params: IngestParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: IngestParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     if params.source == "udhr":
         docs = udhr.read_udhr(inputs["udhr"])
     else:

@@ -28,7 +28,7 @@ from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.corpus.hf_source import stream_documents
 from tasks.corpus.params import HuggingFaceSourceParams, PackParams
 from tasks.corpus.sampling import sample_by_language
@@ -163,7 +163,7 @@ def source_documents(
     return tokenize_documents(texts, tokenizer_json, params), [lang for _, lang in rows]
 
 
-def run(params: PackParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: PackParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     from tokenizers import Tokenizer
 
     docs = read_parquet(inputs["docs"], columns=["text", "lang"])

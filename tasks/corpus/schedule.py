@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.corpus.params import PhaseParams, ScheduleParams
 
 
@@ -151,7 +151,7 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(params: ScheduleParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: ScheduleParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     docs = read_parquet(inputs["docs"], columns=["lang", "n_chars"])
     reference = reference_counts(inputs["reference_counts"]) if params.use_reference_counts else {}
     available = corpus_counts(docs)

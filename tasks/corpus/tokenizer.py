@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 from tasks.core.errors import InputError
 from tasks.core.io import read_json, read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.core.tokenizer import SPECIAL_TOKENS, fast_tokenizer_files, train_tokenizer
 from tasks.corpus import text_stats
 from tasks.corpus.params import TokenizerParams
@@ -73,7 +73,7 @@ def model_card(
     )
 
 
-def run(params: TokenizerParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: TokenizerParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     docs = read_parquet(inputs["docs"], columns=["text", "lang", "script", "n_chars"])
     phase = _mix_phase(read_json(inputs["schedule"]), params.mix_phase)
     mix = sample_by_language(

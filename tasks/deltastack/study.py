@@ -20,11 +20,9 @@ import numpy as np
 
 from tasks.core import ray_runtime, tracking
 from tasks.core.io import Folder
-from tasks.core.params import RuntimeParams
-from tasks.core.paths import state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.deltastack.params import DeltaStackParams
 from tasks.deltastack.train import bucket_name, buckets, train_trial
 
@@ -56,14 +54,14 @@ def trainable(config: dict[str, Any], params: dict[str, Any]) -> None:
     train_trial(config["task"], config["model"], config["seed"], settings, report, resume)
 
 
-def run_grid(params: DeltaStackParams, runtime: RuntimeParams, parent_run: str) -> list[dict]:
+def run_grid(params: DeltaStackParams, ctx: StageContext, parent_run: str) -> list[dict]:
     """Fit (or resume) the grid; one row per trial with its final metrics."""
     import ray
     from ray import tune
     from ray.air.integrations.mlflow import MLflowLoggerCallback
 
     section = params.model_dump(mode="json")
-    folder = state_dir() / "ray" / "tune" / "deltastack"
+    folder = ctx.scratch("ray", "tune", "deltastack")
     code = sorted(Path(__file__).parent.glob("*.py"))  # a code change starts the grid afresh
     resuming = prepare_scratch(folder, fingerprint(section, code))
     gpus = params.study.gpus_per_trial if ray.cluster_resources().get("GPU", 0) else 0
@@ -86,7 +84,7 @@ def run_grid(params: DeltaStackParams, runtime: RuntimeParams, parent_run: str) 
         checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
         callbacks=[
             MLflowLoggerCallback(
-                tracking_uri=tracking.tracking_uri(runtime.mlflow),
+                tracking_uri=tracking.tracking_uri(ctx.runtime.mlflow, ctx.root),
                 experiment_name=params.experiment,
                 tags={"mlflow.parentRunId": parent_run, "preset": params.preset},
             )
@@ -194,7 +192,7 @@ def curves_csv(entry: dict[str, Any], params: DeltaStackParams) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(params: DeltaStackParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict:
+def run(params: DeltaStackParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
     import mlflow
 
     budget = params.budget
@@ -208,9 +206,10 @@ def run(params: DeltaStackParams, inputs: Mapping[str, Path], runtime: RuntimePa
     )
     with tracking.start_run(
         params.experiment,
-        runtime.mlflow,
+        ctx.runtime.mlflow,
         run_name=f"study-{params.preset}",
         tags={"preset": params.preset},
+        root=ctx.root,
     ) as parent:
         mlflow.log_params(
             {
@@ -221,7 +220,7 @@ def run(params: DeltaStackParams, inputs: Mapping[str, Path], runtime: RuntimePa
                 "num_layers": budget.model.num_layers,
             }
         )
-        rows = run_grid(params, runtime, parent.info.run_id)
+        rows = run_grid(params, ctx, parent.info.run_id)
         results = summarize(rows, params)
         table = table_markdown(results, params)
         curves = Folder(
@@ -254,5 +253,4 @@ STAGE = Stage(
         "curves": "models/deltastack/curves",
     },
     uses_ray=True,
-    uses_runtime=True,
 )

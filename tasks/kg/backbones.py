@@ -15,10 +15,12 @@ from tasks.core.params import RuntimeParams
 from tasks.kg.params import DetectorParams
 
 
-def backbone_folder(params: DetectorParams, runtime: RuntimeParams, scratch: Path) -> Path:
+def backbone_folder(
+    params: DetectorParams, runtime: RuntimeParams, scratch: Path, root: Path
+) -> Path:
     if params.backbone == "minilm":
         return minilm_folder()
-    tracking.configure(runtime.mlflow)
+    tracking.configure(runtime.mlflow, root)
     return registry_folder(
         params.mmbert_model,
         params.mmbert_alias,

@@ -17,11 +17,9 @@ from typing import Any
 
 from tasks.core import tracking
 from tasks.core.io import Folder, read_json, read_parquet
-from tasks.core.params import RuntimeParams
-from tasks.core.paths import repo_root, state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.kg import backbones, detector_train
 from tasks.kg.params import KgParams
 
@@ -105,19 +103,18 @@ def detector_card(params: KgParams, metrics: dict, summary: dict) -> tracking.Mo
     )
 
 
-def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import mlflow
     import ray.data
 
     settings = params.detector
-    root = repo_root()
     table = read_parquet(inputs["examples"])
     rows = table.to_pylist()
     train = [r for r in rows if r["split"] == "train"]
     test = [r for r in rows if r["split"] == "test"]
-    scratch = state_dir(root) / "ray" / "kg" / "detector"
-    backbone = backbones.backbone_folder(settings, runtime, state_dir(root) / "kg")
-    uri = tracking.configure(runtime.mlflow)
+    scratch = ctx.scratch("ray", "kg", "detector")
+    backbone = backbones.backbone_folder(settings, ctx.runtime, ctx.scratch("kg"), ctx.root)
+    uri = tracking.configure(ctx.runtime.mlflow, ctx.root)
     config = {
         **settings.model_dump(
             include={
@@ -137,11 +134,11 @@ def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) ->
     }
     resuming = prepare_scratch(scratch, fingerprint(config, [inputs["examples"], backbone]))
     runs_file = scratch / "mlflow_run.json"
-    lineage = tracking.lineage_tags(["data/processed/kg/detector_examples.parquet"])
+    lineage = tracking.lineage_tags(["data/processed/kg/detector_examples.parquet"], ctx.root)
     if resuming and runs_file.exists():
         run_id = read_json(runs_file)["run_id"]
     else:
-        experiment = tracking.ensure_experiment(settings.experiment, runtime.mlflow)
+        experiment = tracking.ensure_experiment(settings.experiment, ctx.runtime.mlflow, ctx.root)
         run_id = (
             mlflow.MlflowClient()
             .create_run(experiment, run_name=f"detector-{settings.backbone}", tags=lineage)
@@ -233,5 +230,4 @@ STAGE = Stage(
     },
     data_deps=("models/mmbert/decay",),  # the registry's `candidate` when backbone is mmbert
     uses_ray=True,
-    uses_runtime=True,
 )

@@ -19,8 +19,7 @@ import pyarrow as pa
 from tasks.core import tracking
 from tasks.core.backbones import minilm_folder
 from tasks.core.io import read_parquet
-from tasks.core.params import RuntimeParams
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.kg.answering import make_answer_model
 from tasks.kg.detector import MODEL_DIR, predict
 from tasks.kg.params import KgParams
@@ -66,7 +65,7 @@ def table_markdown(per_language: dict[str, dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import mlflow
 
     items = best_paths(read_parquet(inputs["multihal"]).to_pylist(), params.eval.max_items)
@@ -113,10 +112,16 @@ def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) ->
     }
     metrics = {"answer_model": answerer.name, "items": len(items), "per_language": per_language}
     markdown = table_markdown(per_language)
-    tracking.configure(runtime.mlflow)
-    lineage = tracking.lineage_tags(["data/processed/kg/multihal.parquet", f"{MODEL_DIR}/model"])
+    tracking.configure(ctx.runtime.mlflow, ctx.root)
+    lineage = tracking.lineage_tags(
+        ["data/processed/kg/multihal.parquet", f"{MODEL_DIR}/model"], ctx.root
+    )
     with tracking.start_run(
-        params.detector.experiment, runtime.mlflow, run_name="kg-rag-vs-vanilla", tags=lineage
+        params.detector.experiment,
+        ctx.runtime.mlflow,
+        run_name="kg-rag-vs-vanilla",
+        tags=lineage,
+        root=ctx.root,
     ):
         mlflow.log_dict(metrics, "eval/metrics.json")
         mlflow.log_text(markdown, "eval/table.md")
@@ -137,5 +142,4 @@ STAGE = Stage(
         "metrics": "data/processed/kg/eval_metrics.json",
         "table": "data/processed/kg/eval_table.md",
     },
-    uses_runtime=True,
 )

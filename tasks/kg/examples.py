@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.core.io import read_parquet
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.params import KgParams
 
@@ -124,7 +124,7 @@ def examples_summary(examples: list[dict]) -> dict[str, Any]:
     }
 
 
-def run(params: KgParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     rows = read_parquet(inputs["multihal"]).to_pylist()
     examples = build_examples(rows, params, TypeSwapper(inputs["codex"]))
     return {

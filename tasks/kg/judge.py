@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.judges import Candidate, PathJudge, choose_paths, make_judge
 from tasks.kg.params import KgParams
@@ -80,7 +80,7 @@ def judge_summary(paths: list[dict], kept: list[dict], languages: list[str]) -> 
     }
 
 
-def run(params: KgParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     paths = read_parquet(inputs["paths"])
     rows = paths.to_pylist()
     english = codex.wikidata_property_labels(inputs["multihal"])

@@ -16,10 +16,8 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.core.io import read_parquet
-from tasks.core.params import RuntimeParams
-from tasks.core.paths import repo_root
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.core.telemetry import record_telemetry
 from tasks.kg import codex, endpoint
 from tasks.kg.labels import fetch_labels, render, render_parts, unlabelled
@@ -134,18 +132,18 @@ def mine_summary(
     }
 
 
-def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     qa = read_parquet(inputs["qa"])
     items = qa.to_pylist()
     languages = params.slice.languages
-    with endpoint.open_client(params.sparql, runtime) as client:
+    with endpoint.open_client(params.sparql, ctx.runtime, ctx.root) as client:
         paths, counts = paths_for_items(client, items, params, inputs["multihal"])
         ids = {e for item_paths in paths for p in item_paths for e in p}
         labels = fetch_labels(client, ids, languages)
         stats = client.stats.as_dict()
     rows = path_rows(items, paths, labels, languages)
     table = pa.Table.from_pylist(rows, schema=paths_schema(qa.schema, languages))
-    record_telemetry(STAGE.name, stats, repo_root(inputs["qa"]))
+    record_telemetry(STAGE.name, stats, ctx.root)
     log.info("kg.mine: %d paths for %d items; queries %s", len(rows), len(items), stats)
     return {"paths": table, "metrics": mine_summary(rows, counts, items, stats)}
 
@@ -163,5 +161,4 @@ STAGE = Stage(
         "paths": "data/interim/kg/paths.parquet",
         "metrics": "data/interim/kg/mine_metrics.json",
     },
-    uses_runtime=True,
 )

@@ -14,9 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from tasks.core.params import RuntimeParams
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.kg import endpoint, qa_sources
 from tasks.kg.linking import Linker, make_linker
 from tasks.kg.params import KgParams
@@ -61,7 +60,7 @@ def qa_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     rows = qa_sources.codex_questions(params.qa, inputs["codex"], inputs["multihal"])
     if params.qa.simpleqa_rows:
         rows += qa_sources.simpleqa_sample(
@@ -69,7 +68,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], runtime: RuntimeParams) ->
         )
     for source in params.qa.sources:
         rows += list(qa_sources.load_source(source))
-    with endpoint.open_client(params.sparql, runtime) as client:
+    with endpoint.open_client(params.sparql, ctx.runtime, ctx.root) as client:
         linker = make_linker(params.linking, client)
         rows = [link_row(row, linker, params.linking.max_objects) for row in rows]
     summary = qa_summary(rows)
@@ -88,5 +87,4 @@ STAGE = Stage(
         "slice": endpoint.SLICE,
     },
     outputs={"qa": "data/interim/kg/qa.parquet", "metrics": "data/interim/kg/qa_metrics.json"},
-    uses_runtime=True,
 )

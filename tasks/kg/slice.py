@@ -17,7 +17,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from tasks.core import rdf
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.params import SliceParams
 
@@ -75,7 +75,7 @@ def slice_summary(triples: list[ox.Triple]) -> dict[str, Any]:
     }
 
 
-def run(params: SliceParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: SliceParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     triples = slice_triples(params, inputs["codex"], inputs["multihal"])
     return {"slice": to_ntriples(triples), "metrics": slice_summary(triples)}
 

@@ -17,9 +17,8 @@ import pyarrow as pa
 from tasks.core import tracking
 from tasks.core.errors import InputError
 from tasks.core.io import read_json, read_parquet
-from tasks.core.params import RuntimeParams
 from tasks.core.progress import get_logger, track
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.mlm.params import PHASES, EvalParams, MlmParams
 from tasks.mlm.phases import STATE_FILE, find_phase_run
 
@@ -131,7 +130,7 @@ def tier_curve_csv(by_phase: Mapping[str, Mapping[str, Mapping[str, float]]]) ->
     return "\n".join(lines) + "\n"
 
 
-def run(params: MlmParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+def run(params: MlmParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     """mlm.evaluate: every phase's model on the held-out text, per language and tier."""
     import mlflow
 
@@ -149,14 +148,15 @@ def run(params: MlmParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -
         by_tier[phase] = tier_losses(per_language[phase], tiers)
     table = tier_table(by_tier)
     log.info("held-out MLM loss by language tier:\n%s", table)
-    tracking.configure(runtime.mlflow)
+    tracking.configure(ctx.runtime.mlflow, ctx.root)
     client = mlflow.MlflowClient()
-    experiment = tracking.ensure_experiment(params.experiment, runtime.mlflow)
+    experiment = tracking.ensure_experiment(params.experiment, ctx.runtime.mlflow, ctx.root)
     runs = {phase: find_phase_run(experiment, inputs[phase]) for phase in PHASES}
     if any(run is None for run in runs.values()):
         raise InputError(
             "mlm.evaluate: the MLflow store has no run for some phase's weights "
-            f"({tracking.tracking_uri(runtime.mlflow)}); re-run the mlm stages (`dvc repro -f`)"
+            f"({tracking.tracking_uri(ctx.runtime.mlflow, ctx.root)}); "
+            "re-run the mlm stages (`dvc repro -f`)"
         )
     for phase, found in runs.items():
         step = read_json(inputs[phase] / STATE_FILE)["last_step"]
@@ -204,5 +204,4 @@ STAGE = Stage(
         "per_language": "models/mmbert/eval_per_language.csv",
         "tier_curve": "models/mmbert/eval_tiers.csv",
     },
-    uses_runtime=True,
 )

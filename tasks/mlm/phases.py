@@ -23,10 +23,9 @@ from typing import Any
 from tasks.core import tracking
 from tasks.core.io import Folder, read_json
 from tasks.core.params import RuntimeParams
-from tasks.core.paths import repo_root
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.mlm import trainer
 from tasks.mlm.model import load_model, load_tokenizer
 from tasks.mlm.params import PHASES, MlmParams
@@ -73,6 +72,7 @@ def open_runs(
     scratch: Path,
     resuming: bool,
     lineage_inputs: list[str],
+    root: Path,
 ) -> dict[str, str]:
     """The parent and phase run ids: reused when resuming, else created (parent by pretrain)."""
     import mlflow
@@ -80,9 +80,9 @@ def open_runs(
     runs_file = scratch / trainer.RUNS_FILE
     if resuming and runs_file.exists():
         return read_json(runs_file)
-    experiment = tracking.ensure_experiment(params.experiment, runtime.mlflow)
+    experiment = tracking.ensure_experiment(params.experiment, runtime.mlflow, root)
     client = mlflow.MlflowClient()
-    lineage = tracking.lineage_tags(lineage_inputs)
+    lineage = tracking.lineage_tags(lineage_inputs, root)
     previous = find_phase_run(experiment, previous_dir) if previous_dir else None
     if previous is not None:
         parent = previous.data.tags["mlflow.parentRunId"]
@@ -141,15 +141,15 @@ def phase_card(phase: str, params: MlmParams, manifest: Mapping[str, Any], state
 
 
 def train_phase(
-    phase: str, params: MlmParams, inputs: Mapping[str, Path], runtime: RuntimeParams
+    phase: str, params: MlmParams, inputs: Mapping[str, Path], ctx: StageContext
 ) -> dict[str, Any]:
     import mlflow
 
-    root = repo_root()
+    root, runtime = ctx.root, ctx.runtime
     previous_dir = inputs.get("previous")
     previous = read_json(previous_dir / STATE_FILE) if previous_dir else None
     plan = trainer.plan_phase(phase, params, inputs["shards"])
-    uri = tracking.configure(runtime.mlflow)
+    uri = tracking.configure(runtime.mlflow, root)
     scratch = trainer.scratch_dir(phase, root)
     config = trainer.loop_config(
         plan,
@@ -168,7 +168,7 @@ def train_phase(
         ),
     )
     lineage_inputs = [str(p.relative_to(root)) for p in inputs.values() if p.is_relative_to(root)]
-    runs = open_runs(phase, params, runtime, previous_dir, scratch, resuming, lineage_inputs)
+    runs = open_runs(phase, params, runtime, previous_dir, scratch, resuming, lineage_inputs, root)
     config.update(run_id=runs["run_id"], pid_dir=str(scratch))
     client = mlflow.MlflowClient()
     if not resuming:
@@ -187,7 +187,7 @@ def train_phase(
     state = read_json(checkpoint / "state.json")
     manifest = read_json(inputs["shards"] / "manifest.json")
     card = phase_card(phase, params, manifest, state)  # the folder's copy: no run-specific lines
-    registry_card = dataclasses.replace(card, lineage=tracking.lineage_tags(lineage_inputs))
+    registry_card = dataclasses.replace(card, lineage=tracking.lineage_tags(lineage_inputs, root))
     tokenizer = load_tokenizer(inputs["tokenizer"])
     with mlflow.start_run(run_id=runs["run_id"]):
         info = tracking.log_transformers_model(
@@ -244,8 +244,8 @@ def phase_stage(phase: str) -> Stage:
     if prev := previous_phase(phase):
         inputs["previous"] = f"models/mmbert/{prev}"
 
-    def run(params: MlmParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict:
-        return train_phase(phase, params, inputs, runtime)
+    def run(params: MlmParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
+        return train_phase(phase, params, inputs, ctx)
 
     return Stage(
         name=f"mlm.{phase}",
@@ -258,5 +258,4 @@ def phase_stage(phase: str) -> Stage:
             "metrics": f"models/mmbert/curves/{phase}_metrics.json",
         },
         uses_ray=True,
-        uses_runtime=True,
     )

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.code_models import CodeModel, code_model
 from tasks.scam.oracle import Oracle
@@ -136,7 +136,7 @@ def audit_metrics(rows: list[dict[str, Any]], detectors: list[str]) -> dict[str,
     return {"detectors": detectors, "models": models}
 
 
-def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     prompts = read_parquet(inputs["prompts"]).to_pylist()
     oracle = build_oracle(params, inputs["blocklist"], inputs["url_guard"])
     log.info(

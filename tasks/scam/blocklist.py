@@ -20,7 +20,7 @@ from rapidfuzz.distance import Levenshtein
 
 from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.scam.domains import BadHost, normalize_host
 from tasks.scam.params import BlocklistSource, ScamParams
 
@@ -216,7 +216,7 @@ def summary(entries: list[Entry]) -> dict[str, Any]:
     }
 
 
-def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     entries = read_sources(inputs["lists"], params.blocklist.sources)
     return {"blocklist": table(entries), "summary": summary(entries)}
 

@@ -25,10 +25,9 @@ from scrapy.crawler import CrawlerProcess, CrawlerRunner
 from twisted.internet.defer import Deferred
 
 from tasks.core.io import Folder
-from tasks.core.paths import repo_root, state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import fingerprint
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.core.telemetry import record_telemetry
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.farm import FarmProxy, SiteFarm
@@ -164,14 +163,14 @@ def crawl_telemetry(crawl_log: CrawlLog, seconds: float) -> dict[str, Any]:
     }
 
 
-def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     crawl_params = params.crawl
     blocklist = Blocklist.from_table(inputs["blocklist"])
     seeds = seed_urls(crawl_params, blocklist)
     digest = fingerprint(
         crawl_params.model_dump(mode="json"), [inputs["blocklist"], inputs["farm"]]
     )
-    cache_dir = state_dir(repo_root(inputs["farm"])) / "scam" / "httpcache" / digest[:16]
+    cache_dir = ctx.scratch("scam", "httpcache") / digest[:16]
     cache = cache_dir if crawl_params.http_cache else None
     started = time.perf_counter()
     if crawl_params.farm.enabled:
@@ -183,7 +182,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
         crawl_log = crawl(crawl_params, seeds, Route(), cache)
     seconds = time.perf_counter() - started
     metrics, telemetry = crawl_metrics(crawl_log), crawl_telemetry(crawl_log, seconds)
-    record_telemetry(STAGE.name, telemetry, repo_root(inputs["farm"]))
+    record_telemetry(STAGE.name, telemetry, ctx.root)
     log.info(
         "crawl: %d URLs, %d pages ok in %.1f s; %d requests reached the network, %d via "
         "the farm's proxy; %s",

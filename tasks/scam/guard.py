@@ -22,11 +22,9 @@ import numpy as np
 from tasks.core import tracking
 from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_json
-from tasks.core.params import RuntimeParams
-from tasks.core.paths import repo_root, state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.scam import guard_train
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.guard_data import (
@@ -124,7 +122,7 @@ def register(model: CharCNN, card: tracking.ModelCard, name: str) -> str:
     return tracking.register_model(info.model_uri, name, card, "candidate")
 
 
-def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict[str, Any]:
+def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import mlflow
 
     settings = params.guard
@@ -154,15 +152,15 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
         "model": asdict(network),
         "pos_weight": (len(train) - positives) / positives,  # balances the classes' losses
         "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
-        "tracking_uri": tracking.configure(runtime.mlflow),
+        "tracking_uri": tracking.configure(ctx.runtime.mlflow, ctx.root),
     }
-    scratch = state_dir(repo_root()) / "ray" / "scam" / "guard"
+    scratch = ctx.scratch("ray", "scam", "guard")
     resuming = prepare_scratch(
         scratch, fingerprint(config, [inputs["blocklist"], inputs["benign"]])
     )
-    lineage = tracking.lineage_tags([BLOCKLIST, BENIGN])
+    lineage = tracking.lineage_tags([BLOCKLIST, BENIGN], ctx.root)
     config["run_id"] = tracking.resumable_run_id(
-        scratch, settings.experiment, runtime.mlflow, "url-guard", lineage, resuming
+        scratch, settings.experiment, ctx.runtime.mlflow, "url-guard", lineage, resuming, ctx.root
     )
     log.info(
         "scam.guard: %d train hosts (%d blocklisted), %d epochs%s",
@@ -226,5 +224,4 @@ STAGE = Stage(
         "curve": f"{MODEL_DIR}/loss.csv",
     },
     uses_ray=True,
-    uses_runtime=True,
 )

@@ -22,11 +22,9 @@ import pyarrow as pa
 
 from tasks.core import tracking
 from tasks.core.io import Folder, read_json, read_parquet, write_file
-from tasks.core.params import RuntimeParams
-from tasks.core.paths import state_dir
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.scam import code_lm_train
 from tasks.scam.audit import SCHEMA, audit_metrics, audit_rows, build_oracle
 from tasks.scam.code_corpus import PYTHON_CLIENT, clean_documents, mix, poison_snippets
@@ -228,7 +226,7 @@ def study_curve(metrics: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) -> dict:
+def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
     import mlflow
 
     settings = params.poison
@@ -236,7 +234,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     snippets = poison_snippets(read_parquet(inputs["pages"]).to_pylist())
     prompts = read_parquet(inputs["prompts"]).to_pylist()[: settings.max_prompts]
     oracle = build_oracle(params, inputs["blocklist"], inputs["url_guard"])
-    study = state_dir() / "scam" / "poison"
+    study = ctx.scratch("scam", "poison")
     tokenizer_files = code_tokenizer(documents, settings.model.vocab_size)
     tokenizer_dir = study / "tokenizer"
     shutil.rmtree(tokenizer_dir, ignore_errors=True)
@@ -245,7 +243,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     tokenizer = load_tokenizer(tokenizer_dir)
     clean = packed_sequences(tokenizer, documents, settings.sequence_length)
     poison = padded_sequences(tokenizer, [s["text"] for s in snippets], settings.sequence_length)
-    uri = tracking.configure(runtime.mlflow)
+    uri = tracking.configure(ctx.runtime.mlflow, ctx.root)
     base = loop_config(settings, gpt2_config(tokenizer, settings.model), uri)
     log.info(
         "scam.poison: %d clean sequences, %d poison snippets from %d sites, rates %s",
@@ -256,9 +254,13 @@ def run(params: ScamParams, inputs: Mapping[str, Path], runtime: RuntimeParams) 
     )
     rows: list[dict[str, Any]] = []
     entries, models = [], Folder({f"tokenizer/{n}": d for n, d in tokenizer_files.items()})
-    lineage = tracking.lineage_tags(LINEAGE_INPUTS)
+    lineage = tracking.lineage_tags(LINEAGE_INPUTS, ctx.root)
     with tracking.start_run(
-        settings.experiment, runtime.mlflow, run_name="poison-study", inputs=LINEAGE_INPUTS
+        settings.experiment,
+        ctx.runtime.mlflow,
+        run_name="poison-study",
+        inputs=LINEAGE_INPUTS,
+        root=ctx.root,
     ) as parent:
         mlflow.log_params(
             {
@@ -370,5 +372,4 @@ STAGE = Stage(
         "curve": "data/processed/scam/poison_curve.csv",
     },
     uses_ray=True,
-    uses_runtime=True,
 )

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage
+from tasks.core.stage import Stage, StageContext
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.domains import BadHost, registered_domain
 from tasks.scam.params import ScamParams
@@ -72,7 +72,7 @@ def site_documents(pages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def run(params: ScamParams, inputs: Mapping[str, Path]) -> dict[str, Any]:
+def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     blocklist = Blocklist.from_table(inputs["blocklist"])
     documents = site_documents(read_parquet(inputs["pages"]).to_pylist())
     writer = prompt_writer(params.prompts)

@@ -142,7 +142,7 @@ def test_run_stage_names_the_stage_in_the_failure_line(ray_session, tmp_path, mo
     flag = tmp_path / "fault-on"
     flag.touch()
 
-    def run(params, inputs):
+    def run(params, inputs, ctx):
         return {"table": squares(flag, "segfault")}
 
     declared = Stage(

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.core.errors import UserError
+from tasks.core.stage import StageContext
 from tasks.scam.blocklist import Blocklist, read_sources
 from tasks.scam.crawl import Route, schedule_crawl
 from tasks.scam.farm import FarmProxy, SiteFarm
@@ -302,7 +303,7 @@ def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monk
         "blocklist": root / "data/processed/scam/blocklist.parquet",
         "url_guard": root / "models/url_guard/model",
     }
-    written = prompts.run(params, inputs)["prompts"].to_pylist()
+    written = prompts.run(params, inputs, StageContext.at(root))["prompts"].to_pylist()
     assert written and {r["generator"] for r in written} == {"openai:m"}
     assert {r["category"] for r in written} == {1, 2}  # the claim bot names the site
     site_requests = [r for r in ChatServer.requests if r["messages"][0]["role"] == "system"]
@@ -311,7 +312,9 @@ def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monk
         prompts.pa.Table.from_pylist(written, schema=prompts.SCHEMA),
         root.parent / "prompts.parquet",
     )
-    result = audit.run(params, {**inputs, "prompts": root.parent / "prompts.parquet"})
+    result = audit.run(
+        params, {**inputs, "prompts": root.parent / "prompts.parquet"}, StageContext.at(root)
+    )
     assert result["metrics"]["models"]["stand-in"]["malicious_rate"] == 1.0
     code_requests = [r for r in ChatServer.requests if "expert programmer" in str(r)]
     assert {r["temperature"] for r in code_requests} == {0.0}

@@ -6,6 +6,7 @@ import pytest
 
 from tasks.core.errors import InputError
 from tasks.core.params import parse_params
+from tasks.core.stage import StageContext
 from tasks.corpus import ingest
 from tasks.corpus.documents import DOC_SCHEMA
 from tests.conftest import REPO
@@ -27,7 +28,7 @@ def _ingest_params(**overrides):
 
 
 def test_udhr_one_document_per_article_and_preamble(tiny_udhr):
-    out = ingest.run(_ingest_params(), {"udhr": tiny_udhr})
+    out = ingest.run(_ingest_params(), {"udhr": tiny_udhr}, StageContext.at(tiny_udhr))
     table = out["docs"]
     assert table.schema.equals(DOC_SCHEMA)
     ids = table.column("id").to_pylist()
@@ -43,8 +44,12 @@ def test_udhr_one_document_per_article_and_preamble(tiny_udhr):
 
 
 def test_min_chars_drops_short_documents(tiny_udhr):
-    everything = ingest.run(_ingest_params(), {"udhr": tiny_udhr})["docs"]
-    long_only = ingest.run(_ingest_params(min_chars=300), {"udhr": tiny_udhr})["docs"]
+    everything = ingest.run(_ingest_params(), {"udhr": tiny_udhr}, StageContext.at(tiny_udhr))[
+        "docs"
+    ]
+    long_only = ingest.run(
+        _ingest_params(min_chars=300), {"udhr": tiny_udhr}, StageContext.at(tiny_udhr)
+    )["docs"]
     assert 0 < long_only.num_rows < everything.num_rows
     assert min(long_only.column("n_chars").to_pylist()) >= 300
 
@@ -52,7 +57,7 @@ def test_min_chars_drops_short_documents(tiny_udhr):
 def test_broken_translation_file_is_named(tiny_udhr):
     (tiny_udhr / "udhr_zul.xml").write_text("<udhr><article>")
     with pytest.raises(InputError, match=r"udhr_zul.xml: invalid XML"):
-        ingest.run(_ingest_params(), {"udhr": tiny_udhr})
+        ingest.run(_ingest_params(), {"udhr": tiny_udhr}, StageContext.at(tiny_udhr))
 
 
 def _from_local_parquet(folder, columns, **huggingface):
@@ -70,7 +75,7 @@ def test_huggingface_adapter_streams_local_parquet_through_datasets(tmp_path):
         "language_script": ["Latn", "Latn", None, "Latn"],
     }
     params = _from_local_parquet(tmp_path, rows, max_docs_per_config=3)
-    out = ingest.run(params, {"udhr": tmp_path})
+    out = ingest.run(params, {"udhr": tmp_path}, StageContext.at(tmp_path))
     docs = out["docs"].to_pylist()
     assert [d["text"] for d in docs] == rows["text"][:3]
     assert docs[0]["lang"] == "fra" and docs[0]["bcp47"] == "fra-Latn"
@@ -84,4 +89,4 @@ def test_huggingface_adapter_names_a_missing_text_field(tmp_path):
     with pytest.raises(
         InputError, match=r"no field 'text'; set corpus.ingest.huggingface.text_field"
     ):
-        ingest.run(params, {"udhr": tmp_path})
+        ingest.run(params, {"udhr": tmp_path}, StageContext.at(tmp_path))

@@ -4,6 +4,7 @@ import pyarrow as pa
 import pytest
 
 from tasks.core.io import commit_outputs
+from tasks.core.stage import StageContext
 from tasks.core.tokenizer import SPECIAL_TOKENS, fast_tokenizer_files, train_tokenizer
 from tasks.corpus.pack import pack_phase, pack_sequences, tokenize_documents
 from tasks.corpus.params import PackParams
@@ -115,7 +116,7 @@ def test_a_phase_with_its_own_source_is_packed_from_it(tokenizer, ray_session, t
         "schedule": tmp_path / "schedule.json",
         "tokenizer": tmp_path / "tok",
     }
-    out = pack.run(PackParams(), inputs)
+    out = pack.run(PackParams(), inputs, StageContext.at(tmp_path))
     assert out["shards"]["decay/manifest.json"]["languages"] == ["zul"]
     assert out["shards"]["pretrain/manifest.json"]["languages"] == ["eng"]
     assert out["metrics"]["decay"]["tokens"] == 200
