@@ -31,22 +31,10 @@ app.add_typer(dvc_app, name="dvc")
 
 def add_area_commands() -> None:
     """`paperline <area> …`: each area that has a `tasks/<area>/cli.py` with a typer `app`."""
-    import importlib
-    import pkgutil
+    from tasks.core.areas import area_modules
 
-    import tasks
-
-    for found in sorted(pkgutil.iter_modules(tasks.__path__), key=lambda m: m.name):
-        if not found.ispkg or found.name == "core":
-            continue
-        name = f"tasks.{found.name}.cli"
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue
-            raise
-        app.add_typer(module.app, name=found.name)
+    for area, module in area_modules("cli").items():
+        app.add_typer(module.app, name=area)
 
 
 ServiceName = Annotated[

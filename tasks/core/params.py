@@ -7,9 +7,7 @@
 from __future__ import annotations
 
 import difflib
-import importlib
 import json
-import pkgutil
 import types
 import typing
 from functools import cache
@@ -19,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError, create_model
 from ruamel.yaml import YAML, YAMLError
 
-import tasks
+from tasks.core.areas import area_modules
 from tasks.core.errors import ParamsError
 from tasks.core.paths import repo_root
 from tasks.core.strict_model import StrictModel
@@ -88,20 +86,11 @@ class Params(StrictModel):
 def area_sections() -> dict[str, tuple[type[StrictModel], bool]]:
     """Area name → (its params model, required), from every `tasks/<area>/params.py` that
     registers a SECTION (and SECTION_REQUIRED when params.yaml must hold it)."""
-    sections = {}
-    for found in sorted(pkgutil.iter_modules(tasks.__path__), key=lambda m: m.name):
-        if not found.ispkg or found.name == "core":
-            continue
-        name = f"tasks.{found.name}.params"
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                continue  # an area without params
-            raise
-        if (section := getattr(module, "SECTION", None)) is not None:
-            sections[found.name] = (section, getattr(module, "SECTION_REQUIRED", False))
-    return sections
+    return {
+        area: (module.SECTION, getattr(module, "SECTION_REQUIRED", False))
+        for area, module in area_modules("params").items()
+        if hasattr(module, "SECTION")
+    }
 
 
 @cache
