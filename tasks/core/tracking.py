@@ -68,22 +68,62 @@ def ensure_experiment(name: str, params: MlflowParams, root: Path | None = None)
 
 
 def git_commit(root: Path | None = None) -> str:
-    """HEAD's commit, suffixed `-dirty` when tracked files differ; `unknown` outside git."""
+    """HEAD's commit, suffixed `-dirty` when tracked files differ from it, except those a
+    pipeline run itself rewrites (dvc.lock, DVC outputs such as cache-less metrics);
+    `unknown` outside git."""
     cwd = root or repo_root()
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, check=True
         ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "-z"],
             cwd=cwd,
             capture_output=True,
             text=True,
             check=True,
-        ).stdout.strip()
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-    return f"{head}-dirty" if dirty else head
+    written = run_outputs(cwd)
+    modified = [
+        path
+        for path in changed_paths(changed)
+        if not any(path == out or path.startswith(out + "/") for out in written)
+    ]
+    return f"{head}-dirty" if modified else head
+
+
+def changed_paths(porcelain_z: str) -> list[str]:
+    """Paths from `git status --porcelain -z` ("XY path", a rename's source as its own
+    entry after the new path)."""
+    entries, paths = porcelain_z.split("\0"), []
+    index = 0
+    while index < len(entries):
+        entry = entries[index]
+        if len(entry) > 3:
+            paths.append(entry[3:])
+            if entry[0] in "RC":  # the next entry is the old path, unprefixed
+                paths.append(entries[index + 1])
+                index += 1
+        index += 1
+    return paths
+
+
+def run_outputs(root: Path) -> set[str]:
+    """What `dvc repro` writes in the working tree: dvc.lock and every stage output."""
+    import yaml
+
+    written = {"dvc.lock"}
+    try:
+        stages = yaml.safe_load((root / "dvc.yaml").read_text(encoding="utf-8"))["stages"]
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return written
+    for entry in stages.values():
+        for kind in ("outs", "metrics", "plots"):
+            for item in entry.get(kind) or []:
+                written.add(next(iter(item)) if isinstance(item, dict) else str(item))
+    return written
 
 
 def dvc_hashes(paths: Iterable[str], root: Path | None = None) -> dict[str, str]:

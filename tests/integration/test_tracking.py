@@ -74,3 +74,28 @@ def test_lineage_hashes_inputs_as_dvc_does_and_skips_missing_ones(tmp_path, stor
     assert list(first) == ["data/seed/udhr"] and first["data/seed/udhr"].endswith(".dir")
     (tmp_path / "data/seed/udhr/a.xml").write_text("<udhr>changed</udhr>")
     assert tracking.dvc_hashes(["data/seed/udhr"], tmp_path) != first
+
+
+def test_git_commit_is_dirty_only_when_code_differs_not_when_the_run_wrote(tmp_path):
+    """A run rewrites dvc.lock and cache-less outputs tracked in git; only a change to
+    anything else marks the lineage's commit as modified."""
+    import subprocess
+
+    from tests.conftest import git_commit_all
+
+    (tmp_path / "dvc.yaml").write_text(
+        "stages:\n  s:\n    cmd: x\n    outs:\n      - out/model\n"
+        "    metrics:\n      - out/metrics.json:\n          cache: false\n"
+    )
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out/metrics.json").write_text("{}")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    head = git_commit_all(tmp_path, "base")
+    (tmp_path / "dvc.lock").write_text("schema: '2.0'\nstages: {}\n")
+    (tmp_path / "out/metrics.json").write_text('{"loss": 1}')
+    assert tracking.git_commit(tmp_path) == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert tracking.git_commit(tmp_path) == f"{head}-dirty"
+    assert tracking.changed_paths("R  new.py\0old.py\0 M b.py\0") == ["new.py", "old.py", "b.py"]
