@@ -235,17 +235,15 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         info = tracking.log_transformers_model(
             model, tokenizer, "model", registry_card, task="feature-extraction"
         )
-        version = tracking.register_model(
-            info.model_uri, settings.registered_model, registry_card, "candidate"
-        )
-    (scratch / FINISHED_FILE).write_text(version)
-    log.info(
-        "aoeb.finetune: final loss %s after %d steps; registered %s v%s",
-        metrics["final_loss"],
-        state["step"],
+    tracking.register_after_commit(
+        ctx,
+        info.model_uri,
         settings.registered_model,
-        version,
+        registry_card,
+        "candidate",
+        scratch / FINISHED_FILE,
     )
+    log.info("aoeb.finetune: final loss %s after %d steps", metrics["final_loss"], state["step"])
     folder = Folder({p.name: p for p in text_folder.iterdir()} | {"README.md": card.to_markdown()})
     weights = ("config.json", "model.safetensors")
     tower_files = Folder(

@@ -250,16 +250,18 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
             serialization_format="pickle",
             pip_requirements=[requirement],
         )
-        version = tracking.register_model(
-            info.model_uri, settings.registered_model, registry_card, "candidate"
-        )
-    (scratch / FINISHED_FILE).write_text(version)
+    tracking.register_after_commit(
+        ctx,
+        info.model_uri,
+        settings.registered_model,
+        registry_card,
+        "candidate",
+        scratch / FINISHED_FILE,
+    )
     log.info(
-        "cmipref.train: dev accuracy %s (pretrain only %s); registered %s v%s",
+        "cmipref.train: dev accuracy %s (pretrain only %s)",
         metrics.get("dev_accuracy_overall"),
         metrics.get("pretrain_only_dev_accuracy_overall"),
-        settings.registered_model,
-        version,
     )
     weights = Folder({name: checkpoint / name for name in ("config.json", "model.safetensors")})
     weights["README.md"] = card.to_markdown()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ class StageContext:
 
     root: Path
     runtime: RuntimeParams
+    pending: list[Callable[[], None]] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
     def at(cls, root: Path, runtime: RuntimeParams | None = None) -> StageContext:
@@ -43,6 +44,11 @@ class StageContext:
         path = state_dir(self.root).joinpath(*parts)
         path.mkdir(parents=True, exist_ok=True)
         return path
+
+    def after_commit(self, action: Callable[[], None]) -> None:
+        """Run `action` once the stage's outputs are committed, e.g. registering a model: a
+        stage that fails before that (a full disk, a bad output) registers nothing."""
+        self.pending.append(action)
 
 
 @dataclass(frozen=True)
@@ -108,5 +114,7 @@ def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
         )
     targets = {root / stage.outputs[role]: value for role, value in produced.items()}
     commit_outputs(targets)
+    for action in ctx.pending:
+        action()
     log.info("%s: done in %.1f s", stage.name, time.perf_counter() - started)
     return {role: root / path for role, path in stage.outputs.items()}

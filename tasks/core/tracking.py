@@ -18,6 +18,9 @@ from typing import Any
 
 from tasks.core.params import MlflowParams
 from tasks.core.paths import repo_root
+from tasks.core.progress import get_logger
+
+log = get_logger("paperline.tracking")
 
 MODEL_CARD_FILE = "model_card.md"
 
@@ -293,3 +296,25 @@ def load_torch_model(name: str, alias: str) -> Any:
     import mlflow
 
     return mlflow.pytorch.load_model(f"models:/{name}@{alias}")
+
+
+def register_after_commit(
+    ctx: Any,
+    model_uri: str,
+    name: str,
+    card: ModelCard,
+    alias: str | Iterable[str],
+    finished: Path | None = None,
+) -> None:
+    """Register `model_uri` as a version of `name` once the stage's outputs are committed
+    (`ctx.after_commit`), then write the version into `finished`, the training scratch's
+    completion marker: until then a re-run resumes from the last checkpoint."""
+    aliases = [alias] if isinstance(alias, str) else list(alias)
+
+    def register() -> None:
+        version = register_model(model_uri, name, card, aliases)
+        if finished is not None:
+            finished.write_text(version, encoding="utf-8")
+        log.info("registered %s v%s (%s)", name, version, ", ".join(aliases))
+
+    ctx.after_commit(register)

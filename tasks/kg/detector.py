@@ -189,20 +189,19 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
             registry_card,
             task="text-classification",
         )
-        version = tracking.register_model(
-            info.model_uri,
-            settings.registered_model,
-            registry_card,
-            ["candidate", f"backbone-{settings.backbone}"],
-        )
+    tracking.register_after_commit(
+        ctx,
+        info.model_uri,
+        settings.registered_model,
+        registry_card,
+        ["candidate", f"backbone-{settings.backbone}"],
+        scratch / FINISHED_FILE,
+    )
     mlflow.MlflowClient().set_terminated(run_id)
-    (scratch / FINISHED_FILE).write_text(version)
     log.info(
-        "kg.detector: test AUROC %s, F1 %s; registered %s v%s",
+        "kg.detector: test AUROC %s, F1 %s",
         metrics["test"]["all"].get("auroc"),
         metrics["test"]["all"]["f1"],
-        settings.registered_model,
-        version,
     )
     folder = Folder(
         {

@@ -196,12 +196,16 @@ def train_phase(
         mlflow.log_dict(manifest, "data/manifest.json")
         mlflow.log_artifacts(str(inputs["tokenizer"]), "tokenizer")
         mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
-        version = tracking.register_model(
-            info.model_uri, params.registered_model, registry_card, ALIASES[phase]
-        )
+    tracking.register_after_commit(
+        ctx,
+        info.model_uri,
+        params.registered_model,
+        registry_card,
+        ALIASES[phase],
+        scratch / FINISHED_FILE,
+    )
     client.set_tag(runs["run_id"], DIGEST_TAG, weights_digest(checkpoint))
     client.set_terminated(runs["run_id"])
-    (scratch / FINISHED_FILE).write_text(version, encoding="utf-8")
     folder = Folder({name: checkpoint / name for name in MODEL_FILES})
     for path in Path(inputs["tokenizer"]).iterdir():
         if path.is_file() and path.name != "README.md":
@@ -215,14 +219,11 @@ def train_phase(
         "last_step": config["step_offset"] + state["step"],
     }
     log.info(
-        "mlm.%s: %d steps, %d tokens, loss %.3f, registered %s v%s (%s)",
+        "mlm.%s: %d steps, %d tokens, loss %.3f",
         phase,
         state["step"],
         state["tokens"],
         state["curve"][-1]["loss"],
-        params.registered_model,
-        version,
-        ", ".join(ALIASES[phase]),
     )
     metrics = {
         "steps": state["step"],

@@ -113,13 +113,13 @@ def guard_card(params: ScamParams, metrics: dict[str, Any]) -> tracking.ModelCar
     )
 
 
-def register(model: CharCNN, card: tracking.ModelCard, name: str) -> str:
-    """Log the network (torch.export: no pickle on load) in the active run; `name@candidate`."""
+def log_model(model: CharCNN, card: tracking.ModelCard) -> str:
+    """Log the network (torch.export: no pickle on load) in the active run; its model URI."""
     example = encode_hosts(["docs.python.org", "golemairdrop.com"], model.config.max_length)
     # pinned: MLflow's requirement inference would reload the model in a subprocess (~10 s)
     requirement = f"torch=={metadata.version('torch').split('+')[0]}"
     info = tracking.log_torch_model(model, "model", card, example, pip_requirements=[requirement])
-    return tracking.register_model(info.model_uri, name, card, "candidate")
+    return info.model_uri
 
 
 def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
@@ -197,17 +197,22 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         mlflow.log_metrics(card.metrics)
         mlflow.log_dict(metrics, "metrics.json")
         mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
-        version = register(model, registry_card, settings.registered_model)
-    (scratch / FINISHED_FILE).write_text(version)
+        model_uri = log_model(model, registry_card)
+    tracking.register_after_commit(
+        ctx,
+        model_uri,
+        settings.registered_model,
+        registry_card,
+        "candidate",
+        scratch / FINISHED_FILE,
+    )
     test = metrics["test"]
     log.info(
-        "scam.guard: test precision %s, recall %s, AUROC %s at threshold %g; registered %s v%s",
+        "scam.guard: test precision %s, recall %s, AUROC %s at threshold %g",
         test["precision"],
         test["recall"],
         test["auroc"],
         settings.threshold,
-        settings.registered_model,
-        version,
     )
     folder = Folder({**model_files(model), "model_card.md": card.to_markdown()})
     return {"model": folder, "metrics": metrics, "curve": curve_csv(state["curve"])}

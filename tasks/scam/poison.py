@@ -322,8 +322,8 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
                 logged = tracking.log_transformers_model(
                     model.model, model.tokenizer, "code_lm", card, task="text-generation"
                 )
-                tracking.register_model(
-                    logged.model_uri, settings.registered_model, card, rate_alias(rate)
+                tracking.register_after_commit(
+                    ctx, logged.model_uri, settings.registered_model, card, rate_alias(rate)
                 )
             models |= {f"{model_name(rate)}/{p.name}": p for p in model_dir.iterdir()}
         metrics = {
@@ -335,8 +335,12 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         }
         mlflow.log_dict(metrics, "poison_metrics.json")
         mlflow.log_text(study_table(metrics), "poison_table.md")
-    for folder in study.glob("rate-*"):
-        (folder / FINISHED_FILE).touch()
+
+    def mark_finished() -> None:  # after the registrations: until then a re-run resumes
+        for folder in study.glob("rate-*"):
+            (folder / FINISHED_FILE).touch()
+
+    ctx.after_commit(mark_finished)
     for entry in entries:
         log.info(
             "scam.poison: rate %g → malicious rate %s, poisoned URL reproduced %s",

@@ -99,3 +99,58 @@ def test_git_commit_is_dirty_only_when_code_differs_not_when_the_run_wrote(tmp_p
     (tmp_path / "code.py").write_text("x = 2\n")
     assert tracking.git_commit(tmp_path) == f"{head}-dirty"
     assert tracking.changed_paths("R  new.py\0old.py\0 M b.py\0") == ["new.py", "old.py", "b.py"]
+
+
+def test_a_stage_whose_commit_fails_registers_no_model_version(tmp_path, store, monkeypatch):
+    """Registration waits for the stage's outputs: when writing them fails, the registry
+    gains no version; when they are written, the version appears after them."""
+    from mlflow import MlflowClient
+
+    from tasks.core import stage as stage_module
+    from tasks.core.stage import Stage, run_stage
+    from tests.conftest import REPO
+
+    (tmp_path / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+    card = tracking.ModelCard(
+        name="paperline-tiny",
+        summary="A 4→3 layer.",
+        training_data="none",
+        intended_use="tests only",
+        limitations="untrained",
+        metrics={},
+    )
+    seen_outputs = []
+
+    def make_stage(metrics):
+        def run(params, inputs, ctx):
+            tracking.configure(store, ctx.root)
+            with tracking.start_run("tests", store, run_name="tiny", root=ctx.root):
+                info = tracking.log_torch_model(
+                    torch.nn.Linear(4, 3),
+                    "model",
+                    card,
+                    torch.zeros(2, 4),
+                    pip_requirements=["torch"],
+                )
+            tracking.register_after_commit(ctx, info.model_uri, "paperline-tiny", card, "c")
+            ctx.after_commit(lambda: seen_outputs.append((ctx.root / "m.json").exists()))
+            return {"metrics": metrics}
+
+        return Stage(
+            name="demo.train",
+            run=run,
+            params_key="runtime",
+            inputs={},
+            outputs={"metrics": "m.json"},
+        )
+
+    monkeypatch.setattr(stage_module, "find_stage", lambda name: make_stage({"bad": object()}))
+    with pytest.raises(TypeError):  # the metrics cannot be written
+        run_stage("demo.train", root=tmp_path)
+    client = MlflowClient()
+    assert not (tmp_path / "m.json").exists()
+    assert client.search_model_versions("name = 'paperline-tiny'") == []
+    monkeypatch.setattr(stage_module, "find_stage", lambda name: make_stage({"loss": 0.5}))
+    run_stage("demo.train", root=tmp_path)
+    versions = client.search_model_versions("name = 'paperline-tiny'")
+    assert [int(v.version) for v in versions] == [1] and seen_outputs == [True]
