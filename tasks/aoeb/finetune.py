@@ -27,6 +27,7 @@ from tasks.core.io import Folder, read_json
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
+from tasks.core.train_loop import STATE_FILE
 
 log = get_logger("paperline.aoeb.finetune")
 TASKS, BASE, TOKENIZER = "data/processed/aoeb/tasks", "models/mmbert/decay", "models/tokenizer"
@@ -133,7 +134,7 @@ def train_image_tower(
         " (resuming)" if resuming else "",
     )
     checkpoint = image_train.fit(config, storage, settings)
-    state = read_json(checkpoint / image_train.STATE_FILE)
+    state = read_json(checkpoint / STATE_FILE)
     (storage / FINISHED_FILE).touch()
     return checkpoint, {
         "image_pairs": len(images),

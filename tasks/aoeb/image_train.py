@@ -9,15 +9,11 @@ epochs and after the last; a killed run resumes from the last checkpoint.
 
 from __future__ import annotations
 
-import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from tasks.core.ray_train import fit_torch, start_worker
-
-STATE_FILE = "state.json"
-OPTIMIZER_FILE = "optimizer.pt"
+from tasks.core.train_loop import report_with_checkpoint, resume_state
 
 
 def train_loop(config: dict[str, Any]) -> None:
@@ -30,19 +26,12 @@ def train_loop(config: dict[str, Any]) -> None:
 
     rank, world = start_worker(config)
     tower = ImageTower(TowerConfig(embed_dim=config["embed_dim"], image_size=config["image_size"]))
-    state: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "resumed_from": []}
-    optimizer_state = None
-    if checkpoint := ray.train.get_checkpoint():
-        with checkpoint.as_directory() as folder:
-            tower.load_state_dict(load(Path(folder)).state_dict())
-            optimizer_state = torch.load(Path(folder) / OPTIMIZER_FILE, weights_only=True)
-            state = json.loads((Path(folder) / STATE_FILE).read_text())
-            state["resumed_from"].append(state["step"])
     model = ray.train.torch.prepare_model(tower)
     device = ray.train.torch.get_device()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config["learning_rate"])
-    if optimizer_state:
-        optimizer.load_state_dict(optimizer_state)
+    fresh: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "resumed_from": []}
+    restored = resume_state(lambda f: tower.load_state_dict(load(f).state_dict()), optimizer)
+    state = restored or fresh
     images = pixels([bytes(b) for b in config["images"]], config["image_size"])
     captions = torch.as_tensor(config["captions"], dtype=torch.float32)
     per_worker = len(images) // world
@@ -72,16 +61,8 @@ def train_loop(config: dict[str, Any]) -> None:
         last = state["epoch"] == config["epochs"]
         if state["epoch"] % config["checkpoint_every"] and not last:
             continue
-        with tempfile.TemporaryDirectory() as folder:
-            checkpoint = None
-            if rank == 0:
-                save(getattr(model, "module", model), Path(folder))
-                torch.save(optimizer.state_dict(), Path(folder) / OPTIMIZER_FILE)
-                (Path(folder) / STATE_FILE).write_text(json.dumps(state))
-                checkpoint = ray.train.Checkpoint.from_directory(folder)
-            ray.train.report(
-                {"epoch": state["epoch"], "loss": state["curve"][-1]["loss"]}, checkpoint=checkpoint
-            )
+        progress = {"epoch": state["epoch"], "loss": state["curve"][-1]["loss"]}
+        report_with_checkpoint(progress, state, lambda f: save(tower, f), optimizer)
 
 
 def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:

@@ -11,8 +11,6 @@ their mean. Phase 1 (`pretrain_steps`) reads the pseudo-labelled pairs, phase 2
 
 from __future__ import annotations
 
-import json
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,8 +19,12 @@ from typing import Any
 import numpy as np
 
 from tasks.core.ray_train import fit_torch, start_worker
-
-STATE_FILE, OPTIMIZER_FILE = "state.json", "optimizer.pt"
+from tasks.core.train_loop import (
+    MetricsLog,
+    report_with_checkpoint,
+    resume_state,
+    unwrapped,
+)
 
 
 class Tensors:
@@ -146,20 +148,14 @@ def new_model(config: dict[str, Any]) -> tuple[Any, Any]:
 def train_loop(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
-    import torch
 
     from tasks.cmipref.reward_model import load, save
-    from tasks.core.train_loop import MetricsLog
 
     rank, _ = start_worker(config)
     model, optimizer = new_model(config)
-    state: dict[str, Any] = {"step": 0, "curve": [], "resumed_from": []}
-    if checkpoint := ray.train.get_checkpoint():
-        with checkpoint.as_directory() as folder:
-            model.load_state_dict(load(Path(folder)).state_dict())
-            optimizer.load_state_dict(torch.load(Path(folder) / OPTIMIZER_FILE, weights_only=True))
-            state = json.loads((Path(folder) / STATE_FILE).read_text())
-            state["resumed_from"].append(state["step"])
+    fresh: dict[str, Any] = {"step": 0, "curve": [], "resumed_from": []}
+    restored = resume_state(lambda f: model.load_state_dict(load(f).state_dict()), optimizer)
+    state = restored or fresh
     model = ray.train.torch.prepare_model(model)
     metrics_log = MetricsLog(config) if rank == 0 and config.get("run_id") else None
 
@@ -167,14 +163,8 @@ def train_loop(config: dict[str, Any]) -> None:
         if metrics_log:
             metrics_log.add(state["step"], values)
             metrics_log.flush()
-        with tempfile.TemporaryDirectory() as folder:
-            saved = None
-            if rank == 0:
-                save(getattr(model, "module", model), Path(folder))
-                torch.save(optimizer.state_dict(), Path(folder) / OPTIMIZER_FILE)
-                (Path(folder) / STATE_FILE).write_text(json.dumps(state))
-                saved = ray.train.Checkpoint.from_directory(folder)
-            ray.train.report({"step": state["step"], **values}, checkpoint=saved)
+        progress = {"step": state["step"], **values}
+        report_with_checkpoint(progress, state, lambda f: save(unwrapped(model), f), optimizer)
 
     model.train()
     tensors = Tensors(config, ray.train.torch.get_device())

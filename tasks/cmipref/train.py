@@ -31,6 +31,7 @@ from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
 from tasks.core.text_encoders import make_encoder
+from tasks.core.train_loop import STATE_FILE
 
 log = get_logger("paperline.cmipref.train")
 LABELS, PAIRS, TRUTH, AUDIO = (
@@ -212,7 +213,7 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         " (resuming)" if resuming else "",
     )
     checkpoint = rm_train.fit(config, scratch, settings)
-    state = read_json(checkpoint / rm_train.STATE_FILE)
+    state = read_json(checkpoint / STATE_FILE)
     model = load(checkpoint)
     last = state["curve"][-1]
     at_pretrain_end = next(p for p in state["curve"] if p["step"] == settings.pretrain_steps)

@@ -20,6 +20,7 @@ from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
+from tasks.core.train_loop import STATE_FILE
 from tasks.kg import backbones, detector_train
 from tasks.kg.params import KgParams
 
@@ -157,7 +158,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
     columns = ["question", "path_text", "answer", "label"]
     train_data = ray.data.from_items([{k: r[k] for k in columns} for r in train]).materialize()
     checkpoint = detector_train.fit(config, train_data, scratch, settings)
-    state = read_json(checkpoint / detector_train.STATE_FILE)
+    state = read_json(checkpoint / STATE_FILE)
     probabilities = predict(checkpoint, test, settings.max_length)
     metrics = {
         "backbone": settings.backbone,
@@ -207,7 +208,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         {
             p.name: p
             for p in checkpoint.iterdir()
-            if p.is_file() and p.suffix != ".pt" and p.name != detector_train.STATE_FILE
+            if p.is_file() and p.suffix != ".pt" and p.name != STATE_FILE
         }
     )
     folder["model_card.md"] = card.to_markdown()

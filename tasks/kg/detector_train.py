@@ -8,16 +8,18 @@ optimizer, progress) at the end of every epoch; after a failure Ray restarts the
 
 from __future__ import annotations
 
-import json
 import math
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from tasks.core.ray_train import fit_torch, start_worker
-
-STATE_FILE = "state.json"
+from tasks.core.train_loop import (
+    MetricsLog,
+    report_with_checkpoint,
+    resume_state,
+    unwrapped,
+)
 
 
 def encode(tokenizer: Any, batch: dict[str, Any], max_length: int) -> dict[str, Any]:
@@ -40,8 +42,6 @@ def train_loop(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
     import torch
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.optimization import get_linear_schedule_with_warmup
 
@@ -56,16 +56,18 @@ def train_loop(config: dict[str, Any]) -> None:
     scheduler = get_linear_schedule_with_warmup(
         optimizer, int(config["warmup_fraction"] * total), total
     )
-    state: dict[str, Any] = {"step": 0, "epoch": 0, "curve": [], "resumed_from": []}
-    if checkpoint := ray.train.get_checkpoint():
-        with checkpoint.as_directory() as folder:
-            model_state = AutoModelForSequenceClassification.from_pretrained(folder).state_dict()
-            getattr(model, "module", model).load_state_dict(model_state)
-            optimizer.load_state_dict(torch.load(Path(folder) / "optimizer.pt", weights_only=True))
-            scheduler.load_state_dict(torch.load(Path(folder) / "scheduler.pt", weights_only=True))
-            state = json.loads((Path(folder) / STATE_FILE).read_text())
-            state["resumed_from"].append(state["step"])
-    client = MlflowClient(config["tracking_uri"]) if rank == 0 and config["run_id"] else None
+
+    def load(folder: Path) -> None:
+        saved = AutoModelForSequenceClassification.from_pretrained(folder)
+        unwrapped(model).load_state_dict(saved.state_dict())
+
+    def save(folder: Path) -> None:
+        unwrapped(model).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    fresh: dict[str, Any] = {"step": 0, "epoch": 0, "curve": [], "resumed_from": []}
+    state = resume_state(load, optimizer, scheduler) or fresh
+    metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
     shard = ray.train.get_dataset_shard("train")
     per_worker = config["batch_size"] // world
@@ -103,34 +105,14 @@ def train_loop(config: dict[str, Any]) -> None:
                     / (time.perf_counter() - started),
                 }
                 state["curve"].append(point)
-                if client:
-                    stamp = int(time.time() * 1000)
-                    metrics = [
-                        Metric(k, v, stamp, state["step"]) for k, v in point.items() if k != "step"
-                    ]
-                    client.log_batch(config["run_id"], metrics=metrics, synchronous=True)
+                if metrics_log:
+                    metrics_log.add(state["step"], {k: v for k, v in point.items() if k != "step"})
+                    metrics_log.flush()
                 window, started = [], time.perf_counter()
                 ray.train.report({"step": state["step"], "loss": point["loss"]})
         state["epoch"] += 1
-        report_checkpoint(model, tokenizer, optimizer, scheduler, state)
-
-
-def report_checkpoint(
-    model: Any, tokenizer: Any, optimizer: Any, scheduler: Any, state: dict
-) -> None:
-    import ray.train
-    import torch
-
-    with tempfile.TemporaryDirectory() as folder:
-        checkpoint = None
-        if ray.train.get_context().get_world_rank() == 0:
-            getattr(model, "module", model).save_pretrained(folder)
-            tokenizer.save_pretrained(folder)
-            torch.save(optimizer.state_dict(), Path(folder) / "optimizer.pt")
-            torch.save(scheduler.state_dict(), Path(folder) / "scheduler.pt")
-            (Path(folder) / STATE_FILE).write_text(json.dumps(state))
-            checkpoint = ray.train.Checkpoint.from_directory(folder)
-        ray.train.report({"step": state["step"], "epoch": state["epoch"]}, checkpoint=checkpoint)
+        progress = {"step": state["step"], "epoch": state["epoch"]}
+        report_with_checkpoint(progress, state, save, optimizer, scheduler)
 
 
 def fit(config: dict[str, Any], train: Any, storage: Path, params: Any) -> Path:

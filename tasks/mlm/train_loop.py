@@ -13,7 +13,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tasks.core.train_loop import MetricsLog, report_checkpoint, restore_checkpoint
+from tasks.core.train_loop import (
+    MetricsLog,
+    load_pretrained_weights,
+    report_checkpoint,
+    resume_state,
+)
 
 
 def phase_schedule(optimizer: Any, total_steps: int, config: dict[str, Any]) -> Any:
@@ -85,10 +90,8 @@ def train_loop(config: dict[str, Any]) -> None:
     )
     total, per_epoch = config["total_steps"], config["steps_per_epoch"]
     scheduler = phase_schedule(optimizer, total, config)
-    state: dict[str, Any] = {"step": 0, "tokens": 0, "curve": [], "resumed_from": []}
-    if checkpoint := ray.train.get_checkpoint():
-        state = restore_checkpoint(checkpoint, model, optimizer, scheduler)
-        state["resumed_from"].append(state["step"])
+    fresh: dict[str, Any] = {"step": 0, "tokens": 0, "curve": [], "resumed_from": []}
+    state = resume_state(load_pretrained_weights(model), optimizer, scheduler) or fresh
     masker = Masker(tokenizer, config["mask_ratio"], config["seed"])
     metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()

@@ -25,6 +25,7 @@ from tasks.core.io import Folder, read_json
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
+from tasks.core.train_loop import STATE_FILE
 from tasks.scam import guard_train
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.guard_data import (
@@ -175,7 +176,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
     }
     checkpoint = guard_train.fit({**config, **data}, scratch, settings)
     model = load_model(checkpoint)
-    state = read_json(checkpoint / guard_train.STATE_FILE)
+    state = read_json(checkpoint / STATE_FILE)
     metrics = {
         "threshold": settings.threshold,
         "epochs": state["epoch"],

@@ -8,26 +8,19 @@ after the last; after a failure Ray restarts the workers (`max_failures`) from t
 
 from __future__ import annotations
 
-import json
-import tempfile
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tasks.core.module_folder import WEIGHTS_FILE, save_module
 from tasks.core.ray_train import fit_torch, start_worker
-from tasks.scam.guard_model import WEIGHTS_FILE
-
-STATE_FILE = "state.json"
-OPTIMIZER_FILE = "optimizer.pt"
+from tasks.core.train_loop import MetricsLog, report_with_checkpoint, resume_state
 
 
 def train_loop(config: dict[str, Any]) -> None:
     import ray.train
     import ray.train.torch
     import torch
-    from mlflow import MlflowClient
-    from mlflow.entities import Metric
     from safetensors.torch import load_file
 
     from tasks.scam.guard_model import CharCNN, GuardConfig
@@ -37,13 +30,12 @@ def train_loop(config: dict[str, Any]) -> None:
     model = ray.train.torch.prepare_model(network)  # on its device before any state is loaded
     device = ray.train.torch.get_device()
     optimizer = torch.optim.Adam(model.parameters(), lr=config["learning_rate"])
-    state: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "resumed_from": []}
-    if checkpoint := ray.train.get_checkpoint():
-        with checkpoint.as_directory() as folder:
-            network.load_state_dict(load_file(Path(folder) / WEIGHTS_FILE, device=str(device)))
-            optimizer.load_state_dict(torch.load(Path(folder) / OPTIMIZER_FILE, weights_only=True))
-            state = json.loads((Path(folder) / STATE_FILE).read_text())
-            state["resumed_from"].append(state["step"])
+
+    def load(folder: Path) -> None:
+        network.load_state_dict(load_file(folder / WEIGHTS_FILE, device=str(device)))
+
+    fresh: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "resumed_from": []}
+    state = resume_state(load, optimizer) or fresh
     ids = torch.tensor(config["ids"], dtype=torch.long)  # a copy: Ray's arrays are read-only
     labels = torch.as_tensor(config["labels"], dtype=torch.float32)
     per_worker = len(ids) // world  # equal shares: DDP workers must take the same steps
@@ -51,7 +43,7 @@ def train_loop(config: dict[str, Any]) -> None:
     loss_fn = torch.nn.BCEWithLogitsLoss(
         pos_weight=torch.tensor([config["pos_weight"]], device=device)
     )
-    client = MlflowClient(config["tracking_uri"]) if rank == 0 and config["run_id"] else None
+    metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     while state["epoch"] < config["epochs"]:
         order = torch.randperm(
             len(ids), generator=torch.Generator().manual_seed(config["seed"] + state["epoch"])
@@ -75,30 +67,12 @@ def train_loop(config: dict[str, Any]) -> None:
             "hosts_per_second": per_worker * world / seconds,
         }
         state["curve"].append(point)
-        if client:
-            stamp = int(time.time() * 1000)
-            metrics = [Metric(k, v, stamp, state["step"]) for k, v in point.items() if k != "step"]
-            client.log_batch(config["run_id"], metrics=metrics, synchronous=True)
+        if metrics_log:
+            metrics_log.add(state["step"], {k: v for k, v in point.items() if k != "step"})
+            metrics_log.flush()
         if state["epoch"] % config["checkpoint_every"] == 0 or state["epoch"] == config["epochs"]:
-            report_checkpoint(getattr(model, "module", model), optimizer, state)
-
-
-def report_checkpoint(model: Any, optimizer: Any, state: dict[str, Any]) -> None:
-    import ray.train
-    import torch
-    from safetensors.torch import save_file
-
-    with tempfile.TemporaryDirectory() as folder:
-        checkpoint = None
-        if ray.train.get_context().get_world_rank() == 0:
-            weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
-            save_file(weights, Path(folder) / WEIGHTS_FILE)
-            torch.save(optimizer.state_dict(), Path(folder) / OPTIMIZER_FILE)
-            (Path(folder) / STATE_FILE).write_text(json.dumps(state))
-            (Path(folder) / "config.json").write_text(json.dumps(asdict(model.config)))
-            checkpoint = ray.train.Checkpoint.from_directory(folder)
-        metrics = {"epoch": state["epoch"], "loss": state["curve"][-1]["loss"]}
-        ray.train.report(metrics, checkpoint=checkpoint)
+            progress = {"epoch": state["epoch"], "loss": point["loss"]}
+            report_with_checkpoint(progress, state, lambda f: save_module(network, f), optimizer)
 
 
 def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
