@@ -134,18 +134,16 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         "tracking_uri": uri,
     }
     resuming = prepare_scratch(scratch, fingerprint(config, [inputs["examples"], backbone]))
-    runs_file = scratch / "mlflow_run.json"
     lineage = tracking.lineage_tags(["data/processed/kg/detector_examples.parquet"], ctx.root)
-    if resuming and runs_file.exists():
-        run_id = read_json(runs_file)["run_id"]
-    else:
-        experiment = tracking.ensure_experiment(settings.experiment, ctx.runtime.mlflow, ctx.root)
-        run_id = (
-            mlflow.MlflowClient()
-            .create_run(experiment, run_name=f"detector-{settings.backbone}", tags=lineage)
-            .info.run_id
-        )
-        runs_file.write_text(f'{{"run_id": "{run_id}"}}')
+    run_id = tracking.resumable_run_id(
+        scratch,
+        settings.experiment,
+        ctx.runtime.mlflow,
+        f"detector-{settings.backbone}",
+        lineage,
+        resuming,
+        ctx.root,
+    )
     config["run_id"] = run_id
     log.info(
         "kg.detector: %s backbone, %d train / %d test examples, %d steps%s",
