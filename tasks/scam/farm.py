@@ -206,6 +206,10 @@ class FarmProxy(ThreadingHTTPServer):
             self.requests.append((method, url))
 
     def __enter__(self) -> FarmProxy:
+        # build the gzip bomb before serving: compressing it inside the first request can
+        # take longer than a crawler's timeout, and the page would read as slow, not huge
+        if any(site.behaviour == "gzip_bomb" for site in self.farm.sites.values()):
+            gzip_bomb(self.farm.params.bomb_mb)
         self._thread.start()
         return self
 
