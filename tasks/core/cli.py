@@ -141,13 +141,12 @@ def doctor(
     loading it names this command; clearing it costs one recompile (a few seconds).
     """
     folder = jit_cache.use_project_cache()
-    stray = jit_cache.in_tree_caches()
     if clear_jit_cache:
         removed = jit_cache.clear(folder)
         typer.echo(f"numba cache: removed {removed} files ({folder} and librosa's __pycache__)")
         return
     typer.echo(f"numba cache: {folder} ({len(jit_cache.cache_files(folder))} files)")
-    if stray:
+    if stray := jit_cache.in_tree_caches():
         typer.echo(f"numba cache files beside librosa's sources (unused): {len(stray)}")
     typer.echo("clear both with `paperline doctor --clear-jit-cache`")
 
