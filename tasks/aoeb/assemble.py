@@ -79,6 +79,7 @@ STAGE = Stage(
     name="aoeb.assemble",
     run=run,
     params_key="aoeb",
+    params=("aoeb.assemble",),
     inputs={"code": "data/seed/code", "kg_slice": "data/interim/kg/wikidata_slice.nt"},
     outputs={
         "tasks": "data/processed/aoeb/tasks",

@@ -221,6 +221,7 @@ STAGE = Stage(
     name="aoeb.evaluate",
     run=run,
     params_key="aoeb",
+    params=("aoeb.evaluate",),
     inputs={
         "tasks": TASKS,
         "tokenizer": TOKENIZER,

@@ -264,6 +264,7 @@ STAGE = Stage(
     name="aoeb.finetune",
     run=run,
     params_key="aoeb",
+    params=("aoeb.finetune",),
     inputs={"tasks": TASKS, "base": BASE, "tokenizer": TOKENIZER},
     outputs={
         "model": "models/embedder/model",

@@ -305,6 +305,13 @@ STAGE = Stage(
     name="cmipref.evaluate",
     run=run,
     params_key="cmipref",
+    params=(
+        "cmipref.generate.sample_rate",
+        "cmipref.generate.seconds",
+        "cmipref.label",
+        "cmipref.train.text_encoder",
+        "cmipref.evaluate",
+    ),
     inputs={"model": MODEL, "pairs": PAIRS, "truth": TRUTH, "audio": AUDIO},
     outputs={
         "metrics": "data/processed/cmipref/eval_metrics.json",

@@ -218,6 +218,7 @@ STAGE = Stage(
     name="cmipref.generate",
     run=run,
     params_key="cmipref",
+    params=("cmipref.generate",),
     inputs={},
     outputs={
         "audio": AUDIO,

@@ -251,6 +251,7 @@ STAGE = Stage(
     name="cmipref.label",
     run=run,
     params_key="cmipref",
+    params=("cmipref.generate.sample_rate", "cmipref.label"),
     inputs={"pairs": PAIRS, "truth": TRUTH, "audio": AUDIO},
     outputs={
         "labels": "data/processed/cmipref/pseudo_labels.parquet",

@@ -273,6 +273,7 @@ STAGE = Stage(
     name="cmipref.train",
     run=run,
     params_key="cmipref",
+    params=("cmipref.generate.sample_rate", "cmipref.generate.seconds", "cmipref.train"),
     inputs={"labels": LABELS, "pairs": PAIRS, "truth": TRUTH, "audio": AUDIO},
     outputs={
         "model": "models/cmi_rm/model",

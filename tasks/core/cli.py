@@ -157,16 +157,17 @@ def dvc_sync(
         bool, typer.Option("--check", help="Only report; exit 1 when dvc.yaml is out of date.")
     ] = False,
 ) -> None:
-    """Write each stage's deps into dvc.yaml: its declared data inputs, then every project
-    module it imports (transitively, tasks/core included), so editing any of them makes
-    `dvc status` report the stage. Run it after adding a stage or an import."""
+    """Write each stage's deps and params into dvc.yaml: its declared data inputs, then
+    every project module it imports (transitively, tasks/core included), so editing any of
+    them makes `dvc status` report the stage; and exactly the params keys it declares (the
+    only ones it can read). Run it after adding a stage, an import or a params key."""
     from tasks.core.code_deps import sync_dvc_yaml
 
     changed = sync_dvc_yaml(repo_root(), write=not check)
     if not changed:
-        typer.echo("dvc.yaml: every stage's deps match its declaration")
+        typer.echo("dvc.yaml: every stage's deps and params match its declaration")
         return
-    verb = "out of date" if check else "rewrote the deps of"
+    verb = "out of date" if check else "rewrote the deps and params of"
     typer.echo(f"dvc.yaml: {verb} {len(changed)} stages: {', '.join(changed)}")
     if check:
         raise typer.Exit(1)

@@ -97,12 +97,14 @@ def declared_deps(stage_name: str, root: Path) -> list[str]:
 
 
 def sync_dvc_yaml(root: Path, *, write: bool) -> list[str]:
-    """Stages whose dvc.yaml deps differ from `declared_deps`; with `write`, rewrite those
-    lists in place (ruamel keeps the file's other lines and comments)."""
+    """Stages whose dvc.yaml deps or params differ from their declaration (`declared_deps`,
+    `Stage.declared_params`); with `write`, rewrite those lists in place (ruamel keeps the
+    file's other lines and comments)."""
     from ruamel.yaml import YAML
 
     from tasks.core.dvc_stages import paperline_name
     from tasks.core.io import write_file
+    from tasks.core.stage import find_stage
 
     yaml = YAML()  # round-trip
     yaml.indent(mapping=2, sequence=4, offset=2)
@@ -111,10 +113,12 @@ def sync_dvc_yaml(root: Path, *, write: bool) -> list[str]:
     document = yaml.load(path.read_text(encoding="utf-8"))
     changed = []
     for name, entry in document["stages"].items():
-        wanted = declared_deps(paperline_name(name), root)
-        if list(entry.get("deps") or []) != wanted:
+        deps = declared_deps(paperline_name(name), root)
+        params = list(find_stage(name).declared_params)
+        if list(entry.get("deps") or []) != deps or list(entry.get("params") or []) != params:
             changed.append(name)
-            entry["deps"] = wanted
+            entry["deps"] = deps
+            entry["params"] = params
     if write and changed:
         import io
 

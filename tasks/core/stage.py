@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tasks.core.declared_params import declared_view
 from tasks.core.dvc_stages import paperline_name
 from tasks.core.errors import InputError, UserError, WorkerFailure
 from tasks.core.io import commit_outputs
@@ -57,13 +58,19 @@ class Stage:
 
     name: str  # "<area>.<stage>", e.g. "corpus.ingest"
     run: Callable[[Any, Mapping[str, Path], StageContext], Mapping[str, Any]]
-    params_key: str  # dotted path of this stage's section in params.yaml
+    params_key: str  # dotted path of the section `run` receives
     inputs: Mapping[str, str]  # role -> repo-relative path
     outputs: Mapping[str, str]  # role -> repo-relative path
     # paths DVC also watches that `run` does not read as inputs (e.g. the DVC folder of a
     # model the stage loads from the registry); its code deps are derived (code_deps)
     data_deps: tuple[str, ...] = ()
     uses_ray: bool = False  # the door connects Ray (local or $RAY_ADDRESS) before `run`
+    # the params keys `run` may read (DVC tracks exactly these); default: the whole section
+    params: tuple[str, ...] = ()
+
+    @property
+    def declared_params(self) -> tuple[str, ...]:
+        return self.params or (self.params_key,)
 
     def select_params(self, params: Params) -> Any:
         section: Any = params
@@ -95,7 +102,9 @@ def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
     root = root or repo_root()
     stage = find_stage(name)
     all_params = load_params(root / "params.yaml")
-    params = stage.select_params(all_params)
+    params = declared_view(
+        stage.select_params(all_params), stage.params_key, stage.declared_params, stage.name
+    )
     inputs = {role: root / path for role, path in stage.inputs.items()}
     for role, path in inputs.items():
         if not path.exists():

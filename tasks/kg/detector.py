@@ -217,6 +217,7 @@ STAGE = Stage(
     name="kg.detector",
     run=run,
     params_key="kg",
+    params=("kg.detector", "kg.slice.languages"),
     inputs={
         "examples": "data/processed/kg/detector_examples.parquet",
         "examples_metrics": "data/processed/kg/detector_examples_metrics.json",

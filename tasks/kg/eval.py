@@ -136,6 +136,7 @@ STAGE = Stage(
     name="kg.eval",
     run=run,
     params_key="kg",
+    params=("kg.eval", "kg.slice.languages", "kg.detector.experiment", "kg.detector.max_length"),
     inputs={"multihal": "data/processed/kg/multihal.parquet", "detector": f"{MODEL_DIR}/model"},
     outputs={
         "answers": "data/processed/kg/eval_answers.parquet",

@@ -137,6 +137,7 @@ STAGE = Stage(
     name="kg.examples",
     run=run,
     params_key="kg",
+    params=("kg.examples", "kg.slice.languages"),
     inputs={"multihal": "data/processed/kg/multihal.parquet", "codex": "data/seed/codex-s"},
     outputs={
         "examples": "data/processed/kg/detector_examples.parquet",

@@ -95,6 +95,7 @@ STAGE = Stage(
     name="kg.judge",
     run=run,
     params_key="kg",
+    params=("kg.judge", "kg.slice.languages"),
     inputs={"paths": "data/interim/kg/paths.parquet", "multihal": "data/seed/multihal"},
     outputs={
         "multihal": "data/processed/kg/multihal.parquet",

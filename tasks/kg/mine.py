@@ -152,6 +152,7 @@ STAGE = Stage(
     name="kg.mine",
     run=run,
     params_key="kg",
+    params=("kg.mine", "kg.slice.languages", "kg.sparql.backend", "kg.sparql.wikidata_url"),
     inputs={
         "qa": "data/interim/kg/qa.parquet",
         "multihal": "data/seed/multihal",

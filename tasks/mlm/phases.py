@@ -252,6 +252,13 @@ def phase_stage(phase: str) -> Stage:
         name=f"mlm.{phase}",
         run=run,
         params_key="mlm",
+        params=(
+            "mlm.preset",
+            "mlm.experiment",
+            "mlm.registered_model",
+            "mlm.training",
+            f"mlm.phases.{phase}",
+        ),
         inputs=inputs,
         outputs={
             "model": f"models/mmbert/{phase}",

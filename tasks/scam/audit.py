@@ -165,6 +165,7 @@ STAGE = Stage(
     name="scam.audit",
     run=run,
     params_key="scam",
+    params=("scam.audit", "scam.oracle", "scam.guard"),
     inputs={
         "prompts": "data/processed/scam/prompts.parquet",
         "blocklist": "data/processed/scam/blocklist.parquet",

@@ -225,6 +225,7 @@ STAGE = Stage(
     name="scam.blocklist",
     run=run,
     params_key="scam",
+    params=("scam.blocklist",),
     inputs={"lists": "data/seed/scam/blocklists"},
     outputs={
         "blocklist": "data/processed/scam/blocklist.parquet",

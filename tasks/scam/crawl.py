@@ -201,6 +201,7 @@ STAGE = Stage(
     name="scam.crawl",
     run=run,
     params_key="scam",
+    params=("scam.crawl",),
     inputs={
         "blocklist": "data/processed/scam/blocklist.parquet",
         "farm": "data/seed/scam/farm",

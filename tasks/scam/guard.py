@@ -223,6 +223,7 @@ STAGE = Stage(
     name="scam.guard",
     run=run,
     params_key="scam",
+    params=("scam.guard",),
     inputs={"blocklist": BLOCKLIST, "benign": BENIGN},
     outputs={
         "model": f"{MODEL_DIR}/model",

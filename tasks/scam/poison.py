@@ -361,6 +361,7 @@ STAGE = Stage(
     name="scam.poison",
     run=run,
     params_key="scam",
+    params=("scam.poison", "scam.oracle", "scam.guard"),
     inputs={
         "code": "data/seed/code",
         "pages": "data/interim/scam/pages.parquet",

@@ -126,6 +126,7 @@ STAGE = Stage(
     name="scam.prompts",
     run=run,
     params_key="scam",
+    params=("scam.prompts",),
     inputs={
         "pages": "data/interim/scam/pages.parquet",
         "blocklist": "data/processed/scam/blocklist.parquet",

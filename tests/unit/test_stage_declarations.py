@@ -25,10 +25,18 @@ def test_dvc_yaml_matches_stage_declaration(dvc_name):
     assert entry["deps"] == declared_deps(stage.name, REPO), "run `paperline dvc sync`"
     area, name = stage.name.split(".")
     assert f"tasks/{area}/{name}.py" in entry["deps"]
-    tracked = entry["params"]  # the stage's section, or keys inside it
-    assert tracked and all(
-        key == stage.params_key or key.startswith(stage.params_key + ".") for key in tracked
-    )
+    assert entry["params"] == list(stage.declared_params), "run `paperline dvc sync`"
+
+
+@pytest.mark.parametrize("dvc_name", sorted(DVC_STAGES))
+def test_declared_params_exist_in_params_yaml(dvc_name):
+    """DVC fails a stage whose tracked key is missing from params.yaml."""
+    raw = yaml.safe_load((REPO / "params.yaml").read_text())
+    for key in find_stage(dvc_name).declared_params:
+        section = raw
+        for part in key.split("."):
+            assert isinstance(section, dict) and part in section, f"{key} not in params.yaml"
+            section = section[part]
 
 
 def test_unknown_stage_is_a_user_error():
