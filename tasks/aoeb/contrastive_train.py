@@ -11,10 +11,9 @@ every `checkpoint_every` steps and at the end; a killed run resumes from the las
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from tasks.core.ray_train import fit_torch, start_worker
+from tasks.core.ray_train import start_worker
 from tasks.core.text_encoders import mean_pool
 
 
@@ -114,14 +113,3 @@ def train_loop(config: dict[str, Any]) -> None:
         if state["step"] < total:
             state["epoch"] += 1
             state["batch_in_epoch"] = 0
-
-
-def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
-    return fit_torch(
-        train_loop,
-        config,
-        storage,
-        params.scaling,
-        what="aoeb.finetune",
-        max_failures=params.max_failures,
-    )

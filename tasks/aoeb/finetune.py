@@ -21,13 +21,11 @@ from typing import Any
 from tasks.aoeb import contrastive_train, image_train
 from tasks.aoeb.benchmark import RetrievalTask, read_tasks, training_pairs
 from tasks.aoeb.params import AoebParams
-from tasks.core import tracking
+from tasks.core import tracking, training
 from tasks.core.errors import InputError
-from tasks.core.io import Folder, read_json
+from tasks.core.io import Folder
 from tasks.core.progress import get_logger
-from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
-from tasks.core.train_loop import STATE_FILE
 
 log = get_logger("paperline.aoeb.finetune")
 TASKS, BASE, TOKENIZER = "data/processed/aoeb/tasks", "models/mmbert/decay", "models/tokenizer"
@@ -77,7 +75,7 @@ def embedder_card(params: AoebParams, metrics: dict[str, Any]) -> tracking.Model
 
 
 def train_image_tower(
-    tasks: list[RetrievalTask], text_folder: Path, settings: Any, scratch: Path
+    tasks: list[RetrievalTask], text_folder: Path, settings: Any, scratch: Path, ctx: StageContext
 ) -> tuple[Path | None, dict[str, Any]]:
     """The image tower for the text-to-image tasks' train pairs, or None without any."""
     from tasks.aoeb.encoders import image_bytes
@@ -107,35 +105,34 @@ def train_image_tower(
     import numpy as np
 
     vectors = np.concatenate(captions)
-    config = {
-        "epochs": settings.image_epochs,
-        "batch_size": settings.image_batch_size,
-        "learning_rate": settings.image_learning_rate,
-        "temperature": settings.temperature,
-        "checkpoint_every": settings.image_checkpoint_every,
-        "seed": settings.seed,
-        "embed_dim": int(vectors.shape[1]),
-        "image_size": 64,
-        "torch_threads": settings.scaling.torch_threads or 1,
-        "images": images,
-        "captions": vectors,
-    }
-    storage = scratch / "image_tower"
-    resuming = prepare_scratch(
-        storage,
-        fingerprint(
-            {k: v for k, v in config.items() if k not in ("images", "captions")}, [text_folder]
-        ),
-    )
     log.info(
-        "aoeb.finetune: image tower on %d pictures, %d epochs%s",
-        len(images),
-        settings.image_epochs,
-        " (resuming)" if resuming else "",
+        "aoeb.finetune: image tower on %d pictures, %d epochs", len(images), settings.image_epochs
     )
-    checkpoint = image_train.fit(config, storage, settings)
-    state = read_json(checkpoint / STATE_FILE)
-    (storage / FINISHED_FILE).touch()
+    trained = training.train(
+        training.TrainingJob(
+            name="aoeb.finetune (images)",
+            train_loop=image_train.train_loop,
+            config={
+                "epochs": settings.image_epochs,
+                "batch_size": settings.image_batch_size,
+                "learning_rate": settings.image_learning_rate,
+                "temperature": settings.temperature,
+                "checkpoint_every": settings.image_checkpoint_every,
+                "seed": settings.seed,
+                "embed_dim": int(vectors.shape[1]),
+                "image_size": 64,
+                "torch_threads": settings.scaling.torch_threads or 1,
+            },
+            data={"images": images, "captions": vectors},
+            sources=[text_folder],
+            scaling=settings.scaling,
+            max_failures=settings.max_failures,
+            storage=scratch / "image_tower",
+        ),
+        ctx,
+    )
+    trained.finished_marker.touch()  # a part of this stage's model: no run of its own
+    checkpoint, state = trained.checkpoint, trained.state
     return checkpoint, {
         "image_pairs": len(images),
         "image_epochs": state["epoch"],
@@ -144,7 +141,6 @@ def train_image_tower(
 
 
 def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
-    import mlflow
     from transformers import AutoModel, PreTrainedTokenizerFast
 
     settings = params.finetune
@@ -160,7 +156,6 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
             f"aoeb.finetune: {len(pairs)} training pairs in {inputs['tasks']}, fewer than "
             f"aoeb.finetune.batch_size {settings.batch_size}; lower it or assemble more tasks"
         )
-    scaling = settings.scaling
     config = {
         **settings.model_dump(
             include={
@@ -176,34 +171,29 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
                 "seed",
             }
         ),
-        "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
         "init_from": str(inputs["base"]),
         "tokenizer": str(inputs["tokenizer"]),
-        "pairs": pairs,
-        "tracking_uri": tracking.configure(ctx.runtime.mlflow, ctx.root),
     }
-    scratch = ctx.scratch("ray", "aoeb", "finetune")
-    sources = [inputs["tasks"], inputs["base"], inputs["tokenizer"]]
-    resuming = prepare_scratch(scratch, fingerprint(config, sources))
-    lineage = tracking.lineage_tags([TASKS, BASE, TOKENIZER], ctx.root)
-    config["run_id"] = tracking.resumable_run_id(
-        scratch,
-        settings.experiment,
-        ctx.runtime.mlflow,
-        "embedder-finetune",
-        lineage,
-        resuming,
-        ctx.root,
-    )
     log.info(
-        "aoeb.finetune: %d pairs from %d tasks, %d steps%s",
-        len(pairs),
-        len(tasks),
-        settings.steps,
-        " (resuming)" if resuming else "",
+        "aoeb.finetune: %d pairs from %d tasks, %d steps", len(pairs), len(tasks), settings.steps
     )
-    checkpoint = contrastive_train.fit(config, scratch, settings)
-    state = read_json(checkpoint / "state.json")
+    trained = training.train(
+        training.TrainingJob(
+            name="aoeb.finetune",
+            train_loop=contrastive_train.train_loop,
+            config=config,
+            data={"pairs": pairs},
+            sources=[inputs["tasks"], inputs["base"], inputs["tokenizer"]],
+            scaling=settings.scaling,
+            max_failures=settings.max_failures,
+            experiment=settings.experiment,
+            run_name="embedder-finetune",
+            params={"pairs": len(pairs)},
+            lineage=[TASKS, BASE, TOKENIZER],
+        ),
+        ctx,
+    )
+    checkpoint, state, scratch = trained.checkpoint, trained.state, trained.storage
     text_folder = scratch / "embedder"  # model + tokenizer: what the encoders load
     shutil.rmtree(text_folder, ignore_errors=True)
     text_folder.mkdir(parents=True)
@@ -212,7 +202,7 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
     for path in Path(inputs["tokenizer"]).iterdir():
         if path.is_file() and path.name != "README.md":
             shutil.copyfile(path, text_folder / path.name)
-    tower, image_metrics = train_image_tower(tasks, text_folder, settings, scratch)
+    tower, image_metrics = train_image_tower(tasks, text_folder, settings, scratch, ctx)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(text_folder)
     model = AutoModel.from_pretrained(text_folder)
     metrics = {
@@ -224,25 +214,19 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         **image_metrics,
     }
     card = embedder_card(params, metrics)
-    registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
-    with mlflow.start_run(run_id=config["run_id"]):
-        unlogged = ("pairs", "tracking_uri", "run_id", "init_from", "tokenizer")
-        logged = {k: v for k, v in config.items() if k not in unlogged}
-        mlflow.log_params({**logged, "pairs": len(pairs)})
-        mlflow.log_metrics(card.metrics)
-        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
-        if tower:
-            mlflow.log_artifacts(str(tower), "image_tower")
-        info = tracking.log_transformers_model(
-            model, tokenizer, "model", registry_card, task="feature-extraction"
-        )
-    tracking.register_after_commit(
+    training.publish(
+        trained,
         ctx,
-        info.model_uri,
-        settings.registered_model,
-        registry_card,
-        "candidate",
-        scratch / FINISHED_FILE,
+        card=card,
+        log_model=lambda registry_card: (
+            tracking.log_transformers_model(
+                model, tokenizer, "model", registry_card, task="feature-extraction"
+            ).model_uri
+        ),
+        registered_model=settings.registered_model,
+        metrics=metrics,
+        files={"curves/loss.csv": curve_csv(state["curve"])},
+        artifacts={"image_tower": tower} if tower else None,
     )
     log.info("aoeb.finetune: final loss %s after %d steps", metrics["final_loss"], state["step"])
     folder = Folder({p.name: p for p in text_folder.iterdir()} | {"README.md": card.to_markdown()})

@@ -9,10 +9,9 @@ epochs and after the last; a killed run resumes from the last checkpoint.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from tasks.core.ray_train import fit_torch, start_worker
+from tasks.core.ray_train import start_worker
 from tasks.core.train_loop import report_with_checkpoint, resume_state
 
 
@@ -63,14 +62,3 @@ def train_loop(config: dict[str, Any]) -> None:
             continue
         progress = {"epoch": state["epoch"], "loss": state["curve"][-1]["loss"]}
         report_with_checkpoint(progress, state, lambda f: save(tower, f), optimizer)
-
-
-def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
-    return fit_torch(
-        train_loop,
-        config,
-        storage,
-        params.scaling,
-        what="aoeb.finetune (images)",
-        max_failures=params.max_failures,
-    )

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tasks.core.ray_train import fit_torch, start_worker
+from tasks.core.ray_train import start_worker
 from tasks.core.train_loop import (
     MetricsLog,
     report_with_checkpoint,
@@ -169,14 +168,3 @@ def train_loop(config: dict[str, Any]) -> None:
     model.train()
     tensors = Tensors(config, ray.train.torch.get_device())
     run_steps(model, optimizer, config, state, tensors, report, rank)
-
-
-def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
-    return fit_torch(
-        train_loop,
-        config,
-        storage,
-        params.scaling,
-        what="cmipref.train",
-        max_failures=params.max_failures,
-    )

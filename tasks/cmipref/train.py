@@ -24,14 +24,12 @@ from tasks.cmipref.features import FeatureBank, build_bank, clips_of
 from tasks.cmipref.params import CmiprefParams, TrainParams
 from tasks.cmipref.reward_model import RewardModelConfig, load
 from tasks.cmipref.truth import pair_truth
-from tasks.core import tracking
+from tasks.core import tracking, training
 from tasks.core.errors import InputError
-from tasks.core.io import Folder, read_json, read_parquet
+from tasks.core.io import Folder, read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
 from tasks.core.text_encoders import make_encoder
-from tasks.core.train_loop import STATE_FILE
 
 log = get_logger("paperline.cmipref.train")
 LABELS, PAIRS, TRUTH, AUDIO = (
@@ -180,40 +178,37 @@ def reward_model_card(settings: TrainParams, metrics: dict[str, Any]) -> trackin
     )
 
 
-def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
-    import mlflow
+ARRAYS = ("mels", "texts", "pretrain", "finetune", "dev")  # handed to workers, not logged
 
+
+def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     settings = params.train
     data = training_data(params, inputs)
     config = loop_config(settings, data)
-    config["tracking_uri"] = tracking.configure(ctx.runtime.mlflow, ctx.root)
-    scratch = ctx.scratch("ray", "cmipref", "train")
-    stable = {
-        k: v for k, v in config.items() if k not in ("mels", "texts", "pretrain", "finetune", "dev")
-    }
-    resuming = prepare_scratch(
-        scratch, fingerprint(stable, [inputs["labels"], inputs["pairs"], inputs["truth"]])
-    )
-    lineage = tracking.lineage_tags([LABELS, PAIRS, TRUTH], ctx.root)
-    config["run_id"] = tracking.resumable_run_id(
-        scratch,
-        settings.experiment,
-        ctx.runtime.mlflow,
-        "cmi-rm-train",
-        lineage,
-        resuming,
-        ctx.root,
-    )
     log.info(
-        "cmipref.train: %d pseudo pairs, %d truth pairs, %d + %d steps%s",
+        "cmipref.train: %d pseudo pairs, %d truth pairs, %d + %d steps",
         len(data["pretrain"]["a"]),
         len(data["finetune"]["a"]),
         settings.pretrain_steps,
         settings.finetune_steps,
-        " (resuming)" if resuming else "",
     )
-    checkpoint = rm_train.fit(config, scratch, settings)
-    state = read_json(checkpoint / STATE_FILE)
+    trained = training.train(
+        training.TrainingJob(
+            name="cmipref.train",
+            train_loop=rm_train.train_loop,
+            config={k: v for k, v in config.items() if k not in ARRAYS},
+            data={k: config[k] for k in ARRAYS},
+            sources=[inputs["labels"], inputs["pairs"], inputs["truth"]],
+            scaling=settings.scaling,
+            max_failures=settings.max_failures,
+            experiment=settings.experiment,
+            run_name="cmi-rm-train",
+            params={f"model.{k}": v for k, v in config["model"].items()},
+            lineage=[LABELS, PAIRS, TRUTH],
+        ),
+        ctx,
+    )
+    checkpoint, state = trained.checkpoint, trained.state
     model = load(checkpoint)
     last = state["curve"][-1]
     at_pretrain_end = next(p for p in state["curve"] if p["step"] == settings.pretrain_steps)
@@ -234,30 +229,24 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         "resumed_from": state["resumed_from"],
     }
     card = reward_model_card(settings, metrics)
-    registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
-    with mlflow.start_run(run_id=config["run_id"]):
-        mlflow.log_params(
-            {k: v for k, v in stable.items() if k not in ("model", "tracking_uri", "run_id")}
-        )
-        mlflow.log_params({f"model.{k}": v for k, v in config["model"].items()})
-        mlflow.log_metrics({k: v for k, v in metrics.items() if isinstance(v, float)})
-        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
-        requirement = f"torch=={metadata.version('torch').split('+')[0]}"
-        info = tracking.log_torch_model(
-            model,
-            "model",
-            registry_card,
-            None,
-            serialization_format="pickle",
-            pip_requirements=[requirement],
-        )
-    tracking.register_after_commit(
+    requirement = f"torch=={metadata.version('torch').split('+')[0]}"
+    training.publish(
+        trained,
         ctx,
-        info.model_uri,
-        settings.registered_model,
-        registry_card,
-        "candidate",
-        scratch / FINISHED_FILE,
+        card=card,
+        log_model=lambda registry_card: (
+            tracking.log_torch_model(
+                model,
+                "model",
+                registry_card,
+                None,
+                serialization_format="pickle",
+                pip_requirements=[requirement],
+            ).model_uri
+        ),
+        registered_model=settings.registered_model,
+        metrics=metrics,
+        files={"curves/loss.csv": curve_csv(state["curve"])},
     )
     log.info(
         "cmipref.train: dev accuracy %s (pretrain only %s)",

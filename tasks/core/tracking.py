@@ -173,31 +173,6 @@ def start_run(
         yield run
 
 
-def resumable_run_id(
-    scratch: Path,
-    experiment: str,
-    params: MlflowParams,
-    run_name: str,
-    tags: Mapping[str, str],
-    resuming: bool,
-    root: Path | None = None,
-) -> str:
-    """The MLflow run a training job logs to, kept in its scratch folder: a resumed job
-    keeps logging to the run it started, a fresh one creates a run."""
-    import json
-
-    import mlflow
-
-    runs_file = scratch / "mlflow_run.json"
-    if resuming and runs_file.exists():
-        return json.loads(runs_file.read_text())["run_id"]
-    experiment_id = ensure_experiment(experiment, params, root)
-    run = mlflow.MlflowClient().create_run(experiment_id, run_name=run_name, tags=dict(tags))
-    runs_file.parent.mkdir(parents=True, exist_ok=True)
-    runs_file.write_text(json.dumps({"run_id": run.info.run_id}))
-    return run.info.run_id
-
-
 @dataclass(frozen=True)
 class ModelCard:
     """What a registry user needs to trust a model: what, trained on what, how good, limits."""

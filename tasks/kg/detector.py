@@ -15,10 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.core import tracking
+from tasks.core import tracking, training
 from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
 from tasks.core.train_loop import STATE_FILE
 from tasks.kg import backbones, detector_train
@@ -105,58 +104,45 @@ def detector_card(params: KgParams, metrics: dict, summary: dict) -> tracking.Mo
 
 
 def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
-    import mlflow
     import ray.data
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     settings = params.detector
-    table = read_parquet(inputs["examples"])
-    rows = table.to_pylist()
+    rows = read_parquet(inputs["examples"]).to_pylist()
     train = [r for r in rows if r["split"] == "train"]
     test = [r for r in rows if r["split"] == "test"]
-    scratch = ctx.scratch("ray", "kg", "detector")
     backbone = backbones.backbone_folder(settings, ctx.runtime, ctx.scratch("kg"), ctx.root)
-    uri = tracking.configure(ctx.runtime.mlflow, ctx.root)
+    hyper = ("batch_size", "learning_rate", "weight_decay", "warmup_fraction", "log_every")
     config = {
-        **settings.model_dump(
-            include={
-                "batch_size",
-                "learning_rate",
-                "weight_decay",
-                "warmup_fraction",
-                "log_every",
-                "max_length",
-                "seed",
-            }
-        ),
+        **settings.model_dump(include={*hyper, "max_length", "seed"}),
         "backbone": str(backbone),
         "total_steps": detector_train.total_steps(len(train), settings),
-        "torch_threads": settings.torch_threads or max(1, int(settings.cpus_per_worker)),
-        "tracking_uri": uri,
     }
-    resuming = prepare_scratch(scratch, fingerprint(config, [inputs["examples"], backbone]))
-    lineage = tracking.lineage_tags(["data/processed/kg/detector_examples.parquet"], ctx.root)
-    run_id = tracking.resumable_run_id(
-        scratch,
-        settings.experiment,
-        ctx.runtime.mlflow,
-        f"detector-{settings.backbone}",
-        lineage,
-        resuming,
-        ctx.root,
-    )
-    config["run_id"] = run_id
     log.info(
-        "kg.detector: %s backbone, %d train / %d test examples, %d steps%s",
+        "kg.detector: %s backbone, %d train / %d test examples, %d steps",
         settings.backbone,
         len(train),
         len(test),
         config["total_steps"],
-        " (resuming)" if resuming else "",
     )
     columns = ["question", "path_text", "answer", "label"]
     train_data = ray.data.from_items([{k: r[k] for k in columns} for r in train]).materialize()
-    checkpoint = detector_train.fit(config, train_data, scratch, settings)
-    state = read_json(checkpoint / STATE_FILE)
+    trained = training.train(
+        training.TrainingJob(
+            name="kg.detector",
+            train_loop=detector_train.train_loop,
+            config=config,
+            sources=[inputs["examples"], backbone],
+            scaling=settings,
+            max_failures=settings.max_failures,
+            experiment=settings.experiment,
+            run_name=f"detector-{settings.backbone}",
+            lineage=["data/processed/kg/detector_examples.parquet"],
+            datasets={"train": train_data},
+        ),
+        ctx,
+    )
+    checkpoint, state = trained.checkpoint, trained.state
     probabilities = predict(checkpoint, test, settings.max_length)
     metrics = {
         "backbone": settings.backbone,
@@ -166,37 +152,25 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         "test_per_language": scores_by(test, probabilities, "language", settings.threshold),
         "test_per_hops": scores_by(test, probabilities, "hops", settings.threshold),
     }
-    summary = read_json(inputs["examples_metrics"])
-    card = detector_card(params, metrics, summary)
-    registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-    with mlflow.start_run(run_id=run_id):
-        mlflow.log_params({k: v for k, v in config.items() if k not in ("tracking_uri", "run_id")})
-        mlflow.log_metrics(
-            {
-                "test_auroc": metrics["test"]["all"].get("auroc", 0.0),
-                "test_f1": metrics["test"]["all"]["f1"],
-            }
-        )
-        mlflow.log_dict(metrics, "metrics.json")
-        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
-        info = tracking.log_transformers_model(
-            AutoModelForSequenceClassification.from_pretrained(checkpoint),
-            AutoTokenizer.from_pretrained(checkpoint),
-            "model",
-            registry_card,
-            task="text-classification",
-        )
-    tracking.register_after_commit(
+    card = detector_card(params, metrics, read_json(inputs["examples_metrics"]))
+    training.publish(
+        trained,
         ctx,
-        info.model_uri,
-        settings.registered_model,
-        registry_card,
-        ["candidate", f"backbone-{settings.backbone}"],
-        scratch / FINISHED_FILE,
+        card=card,
+        log_model=lambda registry_card: (
+            tracking.log_transformers_model(
+                AutoModelForSequenceClassification.from_pretrained(checkpoint),
+                AutoTokenizer.from_pretrained(checkpoint),
+                "model",
+                registry_card,
+                task="text-classification",
+            ).model_uri
+        ),
+        registered_model=settings.registered_model,
+        alias=["candidate", f"backbone-{settings.backbone}"],
+        metrics=metrics,
+        files={"curves/loss.csv": curve_csv(state["curve"])},
     )
-    mlflow.MlflowClient().set_terminated(run_id)
     log.info(
         "kg.detector: test AUROC %s, F1 %s",
         metrics["test"]["all"].get("auroc"),

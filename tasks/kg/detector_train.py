@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tasks.core.ray_train import fit_torch, start_worker
+from tasks.core.ray_train import start_worker
 from tasks.core.train_loop import (
     MetricsLog,
     report_with_checkpoint,
@@ -113,19 +113,6 @@ def train_loop(config: dict[str, Any]) -> None:
         state["epoch"] += 1
         progress = {"step": state["step"], "epoch": state["epoch"]}
         report_with_checkpoint(progress, state, save, optimizer, scheduler)
-
-
-def fit(config: dict[str, Any], train: Any, storage: Path, params: Any) -> Path:
-    """Fit under `storage` (a re-run with the same fingerprint resumes); the last checkpoint."""
-    return fit_torch(
-        train_loop,
-        config,
-        storage,
-        params,
-        what="kg.detector",
-        max_failures=params.max_failures,
-        datasets={"train": train},
-    )
 
 
 def total_steps(examples: int, params: Any) -> int:

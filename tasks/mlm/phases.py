@@ -12,7 +12,6 @@ the next phase finds its parent run, and mlm.evaluate each phase's run, by that 
 from __future__ import annotations
 
 import csv
-import dataclasses
 import hashlib
 import io
 import json
@@ -20,15 +19,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.core import tracking
+from tasks.core import tracking, training
 from tasks.core.io import Folder, read_json
-from tasks.core.params import RuntimeParams
 from tasks.core.progress import get_logger
-from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
 from tasks.mlm import trainer
 from tasks.mlm.model import load_model, load_tokenizer
 from tasks.mlm.params import PHASES, MlmParams
+from tasks.mlm.train_loop import train_loop
 
 log = get_logger("paperline.mlm")
 ALIASES = {
@@ -64,42 +62,23 @@ def previous_phase(phase: str) -> str | None:
     return PHASES[index - 1] if index else None
 
 
-def open_runs(
-    phase: str,
-    params: MlmParams,
-    runtime: RuntimeParams,
-    previous_dir: Path | None,
-    scratch: Path,
-    resuming: bool,
-    lineage_inputs: list[str],
-    root: Path,
-) -> dict[str, str]:
-    """The parent and phase run ids: reused when resuming, else created (parent by pretrain)."""
+def parent_run(params: MlmParams, ctx: StageContext, previous_dir: Path | None, tags: dict) -> str:
+    """The pipeline's parent run: the previous phase's (found by its weights), else a new one."""
     import mlflow
 
-    runs_file = scratch / trainer.RUNS_FILE
-    if resuming and runs_file.exists():
-        return read_json(runs_file)
-    experiment = tracking.ensure_experiment(params.experiment, runtime.mlflow, root)
-    client = mlflow.MlflowClient()
-    lineage = tracking.lineage_tags(lineage_inputs, root)
+    experiment = tracking.ensure_experiment(params.experiment, ctx.runtime.mlflow, ctx.root)
     previous = find_phase_run(experiment, previous_dir) if previous_dir else None
     if previous is not None:
-        parent = previous.data.tags["mlflow.parentRunId"]
-    else:
-        if previous_dir:
-            log.warning(
-                "%s: no MLflow run wrote these weights; opening a new parent run", previous_dir
-            )
-        parent = client.create_run(
-            experiment, run_name=f"mmbert-{params.preset}", tags={**lineage, "pipeline": "mlm"}
-        ).info.run_id
-    child = client.create_run(
-        experiment, run_name=phase, tags={**lineage, "mlflow.parentRunId": parent, "phase": phase}
-    ).info.run_id
-    runs = {"parent_run_id": parent, "run_id": child}
-    runs_file.write_text(json.dumps(runs), encoding="utf-8")
-    return runs
+        return previous.data.tags["mlflow.parentRunId"]
+    if previous_dir:
+        log.warning("%s: no MLflow run wrote these weights; opening a new parent run", previous_dir)
+    return (
+        mlflow.MlflowClient()
+        .create_run(
+            experiment, run_name=f"mmbert-{params.preset}", tags={**tags, "pipeline": "mlm"}
+        )
+        .info.run_id
+    )
 
 
 def curve_csv(rows: list[dict[str, Any]]) -> str:
@@ -143,69 +122,65 @@ def phase_card(phase: str, params: MlmParams, manifest: Mapping[str, Any], state
 def train_phase(
     phase: str, params: MlmParams, inputs: Mapping[str, Path], ctx: StageContext
 ) -> dict[str, Any]:
-    import mlflow
-
-    root, runtime = ctx.root, ctx.runtime
+    root = ctx.root
     previous_dir = inputs.get("previous")
     previous = read_json(previous_dir / STATE_FILE) if previous_dir else None
     plan = trainer.plan_phase(phase, params, inputs["shards"])
-    uri = tracking.configure(runtime.mlflow, root)
-    scratch = trainer.scratch_dir(phase, root)
     config = trainer.loop_config(
         plan,
         params,
         tokenizer=inputs["tokenizer"],
         init_from=previous_dir,
         step_offset=previous["last_step"] if previous else 0,
-        tracking_uri=uri,
+        tracking_uri=None,
         run_id=None,
-    )
-    resuming = prepare_scratch(
-        scratch,
-        fingerprint(
-            config,
-            [inputs["shards"], inputs["tokenizer"], *([previous_dir] if previous_dir else [])],
-        ),
+        pid_dir=ctx.scratch("ray", "mlm", phase),
     )
     lineage_inputs = [str(p.relative_to(root)) for p in inputs.values() if p.is_relative_to(root)]
-    runs = open_runs(phase, params, runtime, previous_dir, scratch, resuming, lineage_inputs, root)
-    config.update(run_id=runs["run_id"], pid_dir=str(scratch))
-    client = mlflow.MlflowClient()
-    if not resuming:
-        flat = {k: v for k, v in config.items() if k not in ("run_id", "tracking_uri", "pid_dir")}
-        flat |= {"num_workers": plan.world_size, "sequences": plan.sequences}
-        for key, value in flat.items():
-            client.log_param(runs["run_id"], key, value)
-    log.info(
-        "mlm.%s: %d steps (%d per epoch), %s",
-        phase,
-        plan.total_steps,
-        plan.steps_per_epoch,
-        "resuming" if resuming else "from step 0",
+    log.info("mlm.%s: %d steps (%d per epoch)", phase, plan.total_steps, plan.steps_per_epoch)
+    trained = training.train(
+        training.TrainingJob(
+            name=f"mlm.{phase}",
+            train_loop=train_loop,
+            config=config,
+            sources=[inputs["shards"], inputs["tokenizer"], *filter(None, [previous_dir])],
+            scaling=params.training.scaling,
+            max_failures=params.training.max_failures,
+            experiment=params.experiment,
+            run_name=phase,
+            lineage=lineage_inputs,
+            tags={"phase": phase},
+            parent_run=lambda: parent_run(
+                params, ctx, previous_dir, tracking.lineage_tags(lineage_inputs, root)
+            ),
+            params={"num_workers": plan.world_size, "sequences": plan.sequences},
+            datasets={"train": trainer.phase_dataset(plan, params)},
+            keep_checkpoints=params.training.keep_checkpoints,
+        ),
+        ctx,
     )
-    checkpoint = trainer.fit(config, plan, params, scratch)
-    state = read_json(checkpoint / "state.json")
+    checkpoint, state = trained.checkpoint, trained.state
     manifest = read_json(inputs["shards"] / "manifest.json")
     card = phase_card(phase, params, manifest, state)  # the folder's copy: no run-specific lines
-    registry_card = dataclasses.replace(card, lineage=tracking.lineage_tags(lineage_inputs, root))
     tokenizer = load_tokenizer(inputs["tokenizer"])
-    with mlflow.start_run(run_id=runs["run_id"]):
-        info = tracking.log_transformers_model(
-            load_model(checkpoint), tokenizer, "model", registry_card, task="fill-mask"
-        )
-        mlflow.log_dict(manifest, "data/manifest.json")
-        mlflow.log_artifacts(str(inputs["tokenizer"]), "tokenizer")
-        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
-    tracking.register_after_commit(
+    training.publish(
+        trained,
         ctx,
-        info.model_uri,
-        params.registered_model,
-        registry_card,
-        ALIASES[phase],
-        scratch / FINISHED_FILE,
+        card=card,
+        log_model=lambda registry_card: (
+            tracking.log_transformers_model(
+                load_model(checkpoint), tokenizer, "model", registry_card, task="fill-mask"
+            ).model_uri
+        ),
+        registered_model=params.registered_model,
+        alias=ALIASES[phase],
+        tags={DIGEST_TAG: weights_digest(checkpoint)},
+        files={
+            "data/manifest.json": json.dumps(manifest, indent=2),
+            "curves/loss.csv": curve_csv(state["curve"]),
+        },
+        artifacts={"tokenizer": inputs["tokenizer"]},
     )
-    client.set_tag(runs["run_id"], DIGEST_TAG, weights_digest(checkpoint))
-    client.set_terminated(runs["run_id"])
     folder = Folder({name: checkpoint / name for name in MODEL_FILES})
     for path in Path(inputs["tokenizer"]).iterdir():
         if path.is_file() and path.name != "README.md":

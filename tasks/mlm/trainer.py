@@ -15,12 +15,9 @@ from typing import Any
 
 from tasks.core.errors import InputError
 from tasks.core.io import read_json
-from tasks.core.paths import state_dir
 from tasks.core.ray_runtime import read_parquet_dataset
 from tasks.core.ray_train import fit_torch
 from tasks.mlm.params import MlmParams
-
-RUNS_FILE = "mlflow_runs.json"  # the MLflow runs a resumed run keeps logging to
 
 
 @dataclass(frozen=True)
@@ -62,7 +59,7 @@ def loop_config(
     tokenizer: Path,
     init_from: Path | None,
     step_offset: int,
-    tracking_uri: str,
+    tracking_uri: str | None,
     run_id: str | None,
     pid_dir: Path | None = None,
 ) -> dict[str, Any]:
@@ -97,8 +94,10 @@ def loop_config(
     }
 
 
-def scratch_dir(phase: str, root: Path | None = None) -> Path:
-    return state_dir(root) / "ray" / "mlm" / phase
+def phase_dataset(plan: PhasePlan, params: MlmParams) -> Any:
+    """The phase's shards as a Ray dataset (read once, not per epoch, with cache_dataset)."""
+    dataset = read_shards(plan.shard_dir)
+    return dataset.materialize() if params.training.cache_dataset else dataset
 
 
 def read_shards(folder: Path) -> Any:
@@ -125,9 +124,7 @@ def fit(
     from tasks.mlm.train_loop import train_loop
 
     if dataset is None:
-        dataset = read_shards(plan.shard_dir)
-        if params.training.cache_dataset:  # read once, not once per epoch
-            dataset = dataset.materialize()
+        dataset = phase_dataset(plan, params)
     training = params.training
     return fit_torch(
         train_loop,

@@ -8,10 +8,9 @@ progress); a restarted worker or a killed run continues from the last one.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
-from tasks.core.ray_train import fit_torch, start_worker
+from tasks.core.ray_train import start_worker
 
 
 def train_loop(config: dict[str, Any]) -> None:
@@ -69,16 +68,3 @@ def train_loop(config: dict[str, Any]) -> None:
             report_checkpoint({"step": step, **values}, model, optimizer, scheduler, state)
             window, started = [], time.perf_counter()
         state["epoch"] += 1
-
-
-def fit(config: dict[str, Any], train: Any, storage: Path, params: Any) -> Path:
-    """Fit under `storage` (Ray Train resumes a run it finds there); the last checkpoint."""
-    return fit_torch(
-        train_loop,
-        config,
-        storage,
-        params.scaling,
-        what="scam.poison",
-        max_failures=params.max_failures,
-        datasets={"train": train},
-    )

@@ -19,13 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from tasks.core import tracking
+from tasks.core import tracking, training
 from tasks.core.errors import InputError
-from tasks.core.io import Folder, read_json
+from tasks.core.io import Folder
 from tasks.core.progress import get_logger
-from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
-from tasks.core.train_loop import STATE_FILE
 from tasks.scam import guard_train
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.guard_data import (
@@ -124,8 +122,6 @@ def log_model(model: CharCNN, card: tracking.ModelCard) -> str:
 
 
 def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
-    import mlflow
-
     settings = params.guard
     entries = Blocklist.from_table(inputs["blocklist"]).entries
     examples = build_examples(entries, read_benign_hosts(inputs["benign"]), settings)
@@ -145,38 +141,39 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         dropout=settings.dropout,
         threshold=settings.threshold,
     )
-    scaling = settings.scaling
     config = {
         **settings.model_dump(
             include={"epochs", "checkpoint_every", "batch_size", "learning_rate", "seed"}
         ),
         "model": asdict(network),
         "pos_weight": (len(train) - positives) / positives,  # balances the classes' losses
-        "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
-        "tracking_uri": tracking.configure(ctx.runtime.mlflow, ctx.root),
     }
-    scratch = ctx.scratch("ray", "scam", "guard")
-    resuming = prepare_scratch(
-        scratch, fingerprint(config, [inputs["blocklist"], inputs["benign"]])
-    )
-    lineage = tracking.lineage_tags([BLOCKLIST, BENIGN], ctx.root)
-    config["run_id"] = tracking.resumable_run_id(
-        scratch, settings.experiment, ctx.runtime.mlflow, "url-guard", lineage, resuming, ctx.root
-    )
     log.info(
-        "scam.guard: %d train hosts (%d blocklisted), %d epochs%s",
+        "scam.guard: %d train hosts (%d blocklisted), %d epochs",
         len(train),
         positives,
         settings.epochs,
-        " (resuming)" if resuming else "",
     )
-    data = {
-        "ids": encode_hosts([e.host for e in train], settings.max_length),
-        "labels": np.array([e.label for e in train], dtype=np.float32),
-    }
-    checkpoint = guard_train.fit({**config, **data}, scratch, settings)
-    model = load_model(checkpoint)
-    state = read_json(checkpoint / STATE_FILE)
+    trained = training.train(
+        training.TrainingJob(
+            name="scam.guard",
+            train_loop=guard_train.train_loop,
+            config=config,
+            sources=[inputs["blocklist"], inputs["benign"]],
+            scaling=settings.scaling,
+            max_failures=settings.max_failures,
+            experiment=settings.experiment,
+            run_name="url-guard",
+            params={"model": config["model"], "train_hosts": len(train)},
+            lineage=[BLOCKLIST, BENIGN],
+            data={
+                "ids": encode_hosts([e.host for e in train], settings.max_length),
+                "labels": np.array([e.label for e in train], dtype=np.float32),
+            },
+        ),
+        ctx,
+    )
+    model, state = load_model(trained.checkpoint), trained.state
     metrics = {
         "threshold": settings.threshold,
         "epochs": state["epoch"],
@@ -191,21 +188,14 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         },
     }
     card = guard_card(params, metrics)
-    registry_card = tracking.ModelCard(**{**card.__dict__, "lineage": lineage})
-    with mlflow.start_run(run_id=config["run_id"]):
-        logged = {k: v for k, v in config.items() if k not in ("tracking_uri", "run_id")}
-        mlflow.log_params({**logged, "train_hosts": len(train)})
-        mlflow.log_metrics(card.metrics)
-        mlflow.log_dict(metrics, "metrics.json")
-        mlflow.log_text(curve_csv(state["curve"]), "curves/loss.csv")
-        model_uri = log_model(model, registry_card)
-    tracking.register_after_commit(
+    training.publish(
+        trained,
         ctx,
-        model_uri,
-        settings.registered_model,
-        registry_card,
-        "candidate",
-        scratch / FINISHED_FILE,
+        card=card,
+        log_model=lambda registry_card: log_model(model, registry_card),
+        registered_model=settings.registered_model,
+        metrics=metrics,
+        files={"curves/loss.csv": curve_csv(state["curve"])},
     )
     test = metrics["test"]
     log.info(

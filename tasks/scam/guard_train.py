@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core.module_folder import WEIGHTS_FILE, save_module
-from tasks.core.ray_train import fit_torch, start_worker
+from tasks.core.ray_train import start_worker
 from tasks.core.train_loop import MetricsLog, report_with_checkpoint, resume_state
 
 
@@ -73,15 +73,3 @@ def train_loop(config: dict[str, Any]) -> None:
         if state["epoch"] % config["checkpoint_every"] == 0 or state["epoch"] == config["epochs"]:
             progress = {"epoch": state["epoch"], "loss": point["loss"]}
             report_with_checkpoint(progress, state, lambda f: save_module(network, f), optimizer)
-
-
-def fit(config: dict[str, Any], storage: Path, params: Any) -> Path:
-    """Fit under `storage` (a re-run with the same fingerprint resumes); the last checkpoint."""
-    return fit_torch(
-        train_loop,
-        config,
-        storage,
-        params.scaling,
-        what="scam.guard",
-        max_failures=params.max_failures,
-    )

@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tasks.core import tracking
-from tasks.core.io import Folder, read_json, read_parquet, write_file
+from tasks.core import tracking, training
+from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
-from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
 from tasks.scam import code_lm_train
 from tasks.scam.audit import SCHEMA, audit_metrics, audit_rows, build_oracle
@@ -40,7 +39,6 @@ from tasks.scam.code_lm import (
 from tasks.scam.params import PoisonParams, ScamParams
 
 log = get_logger("paperline.scam.poison")
-TRAINED_FILE = "trained.json"  # a rate's model is final: a resumed stage skips its training
 LINEAGE_INPUTS = ["data/interim/scam/pages.parquet", "data/processed/scam/prompts.parquet"]
 
 
@@ -53,7 +51,7 @@ def rate_alias(rate: float) -> str:
     return f"poison-{rate:g}".replace(".", "_")
 
 
-def model_card(settings: PoisonParams, entry: dict[str, Any], lineage: dict) -> tracking.ModelCard:
+def model_card(settings: PoisonParams, entry: dict[str, Any]) -> tracking.ModelCard:
     rate = entry["poison_rate"]
     return tracking.ModelCard(
         name=f"{settings.registered_model}@{rate_alias(rate)}",
@@ -76,12 +74,10 @@ def model_card(settings: PoisonParams, entry: dict[str, Any], lineage: dict) -> 
             key: entry[key]
             for key in ("malicious_rate", "blocklisted_rate", "poisoned_url_rate", "final_loss")
         },
-        lineage=lineage,
     )
 
 
-def loop_config(settings: PoisonParams, gpt2: dict[str, Any], tracking_uri: str) -> dict:
-    scaling = settings.scaling
+def loop_config(settings: PoisonParams, gpt2: dict[str, Any]) -> dict:
     return {
         **settings.model_dump(
             include={
@@ -95,50 +91,7 @@ def loop_config(settings: PoisonParams, gpt2: dict[str, Any], tracking_uri: str)
             }
         ),
         "gpt2": gpt2,
-        "torch_threads": scaling.torch_threads or max(1, int(scaling.cpus_per_worker)),
-        "tracking_uri": tracking_uri,
     }
-
-
-def rate_run(scratch: Path, experiment: str, rate: float, parent: str, tags: dict) -> str:
-    """The rate's MLflow run: kept in its scratch folder, so a resumed rate logs to it."""
-    from mlflow import MlflowClient
-
-    client, runs_file = MlflowClient(), scratch / "mlflow_run.json"
-    if runs_file.exists():
-        run_id = read_json(runs_file)["run_id"]
-    else:
-        run_id = client.create_run(experiment, run_name=model_name(rate), tags=tags).info.run_id
-        write_file(runs_file, {"run_id": run_id})
-    client.set_tag(run_id, "mlflow.parentRunId", parent)
-    return run_id
-
-
-def train_rate(
-    rate: float,
-    sequences: np.ndarray,
-    config: dict[str, Any],
-    settings: PoisonParams,
-    scratch: Path,
-) -> tuple[Path, dict[str, Any]]:
-    """Train (or resume, or reuse) the rate's model; its folder and its training state."""
-    import ray.data
-
-    model_dir, trained = scratch / "model", scratch / TRAINED_FILE
-    if trained.exists():
-        log.info("scam.poison: %s already trained, reused", model_name(rate))
-        return model_dir, read_json(trained)
-    train = ray.data.from_numpy(sequences).materialize()
-    checkpoint = code_lm_train.fit(config, train, scratch / "ray", settings)
-    state = read_json(checkpoint / "state.json")
-    shutil.copytree(
-        checkpoint,
-        model_dir,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("*.pt", "state.json"),
-    )
-    write_file(trained, state)
-    return model_dir, state
 
 
 def poisoned_url_rate(rows: list[dict[str, Any]], poisoned: set[str]) -> float:
@@ -228,6 +181,7 @@ def study_curve(metrics: dict[str, Any]) -> str:
 
 def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
     import mlflow
+    import ray.data
 
     settings = params.poison
     documents = clean_documents(inputs["code"])
@@ -243,8 +197,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
     tokenizer = load_tokenizer(tokenizer_dir)
     clean = packed_sequences(tokenizer, documents, settings.sequence_length)
     poison = padded_sequences(tokenizer, [s["text"] for s in snippets], settings.sequence_length)
-    uri = tracking.configure(ctx.runtime.mlflow, ctx.root)
-    base = loop_config(settings, gpt2_config(tokenizer, settings.model), uri)
+    base = loop_config(settings, gpt2_config(tokenizer, settings.model))
     log.info(
         "scam.poison: %d clean sequences, %d poison snippets from %d sites, rates %s",
         len(clean),
@@ -254,7 +207,6 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
     )
     rows: list[dict[str, Any]] = []
     entries, models = [], Folder({f"tokenizer/{n}": d for n, d in tokenizer_files.items()})
-    lineage = tracking.lineage_tags(LINEAGE_INPUTS, ctx.root)
     with tracking.start_run(
         settings.experiment,
         ctx.runtime.mlflow,
@@ -270,29 +222,33 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
                 "poison_snippets": len(snippets),
             }
         )
-        experiment = parent.info.experiment_id
         for rate in settings.rates:
             sequences, count = mix(clean, poison, rate, settings.seed)
-            scratch = study / f"rate-{rate:g}"
-            config = {**base, "poison_rate": rate}
-            sources = [inputs["code"], inputs["pages"]]
-            resuming = prepare_scratch(scratch, fingerprint(config, sources))
-            run_id = rate_run(
-                scratch,
-                experiment,
-                rate,
-                parent.info.run_id,
-                {**lineage, "poison_rate": f"{rate:g}"},
+            log.info("scam.poison: rate %g, %d poison sequences of %d", rate, count, len(sequences))
+            trained = training.train(
+                training.TrainingJob(
+                    name="scam.poison",
+                    train_loop=code_lm_train.train_loop,
+                    config={**base, "poison_rate": rate},
+                    sources=[inputs["code"], inputs["pages"]],
+                    scaling=settings.scaling,
+                    max_failures=settings.max_failures,
+                    experiment=settings.experiment,
+                    run_name=model_name(rate),
+                    params={"poison_sequences": count},
+                    lineage=LINEAGE_INPUTS,
+                    tags={"poison_rate": f"{rate:g}", "mlflow.parentRunId": parent.info.run_id},
+                    datasets={"train": ray.data.from_numpy(sequences).materialize()},
+                    storage=study / f"rate-{rate:g}",
+                ),
+                ctx,
             )
-            log.info(
-                "scam.poison: rate %g, %d poison sequences of %d%s",
-                rate,
-                count,
-                len(sequences),
-                " (resuming)" if resuming else "",
-            )
-            model_dir, state = train_rate(
-                rate, sequences, {**config, "run_id": run_id}, settings, scratch
+            state, model_dir = trained.state, trained.storage / "model"
+            shutil.copytree(
+                trained.checkpoint,
+                model_dir,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("*.pt", "state.json"),
             )
             model = LocalCodeModel(
                 model_name(rate), model_dir, tokenizer_dir, settings.max_new_tokens
@@ -312,19 +268,20 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
             }
             entry["blocklisted_rate"] = figures["malicious_rate_by_detector"]["blocklist"]
             entries.append(entry)
-            with mlflow.start_run(run_id=run_id, nested=True):
-                mlflow.log_params({"poison_rate": rate, "poison_sequences": count})
-                mlflow.log_metrics(
-                    {k: v for k, v in entry.items() if isinstance(v, float) and k != "poison_rate"}
-                )
-                mlflow.log_text(own[0]["response"] if own else "", "sample_response.txt")
-                card = model_card(settings, entry, {**lineage, "poison_rate": f"{rate:g}"})
-                logged = tracking.log_transformers_model(
-                    model.model, model.tokenizer, "code_lm", card, task="text-generation"
-                )
-                tracking.register_after_commit(
-                    ctx, logged.model_uri, settings.registered_model, card, rate_alias(rate)
-                )
+            training.publish(
+                trained,
+                ctx,
+                card=model_card(settings, entry),
+                log_model=lambda card, model=model: (
+                    tracking.log_transformers_model(
+                        model.model, model.tokenizer, "code_lm", card, task="text-generation"
+                    ).model_uri
+                ),
+                registered_model=settings.registered_model,
+                alias=rate_alias(rate),
+                metrics={k: v for k, v in entry.items() if k != "poison_rate"},
+                files={"sample_response.txt": own[0]["response"] if own else ""},
+            )
             models |= {f"{model_name(rate)}/{p.name}": p for p in model_dir.iterdir()}
         metrics = {
             "prompts": len(prompts),
@@ -336,11 +293,6 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         mlflow.log_dict(metrics, "poison_metrics.json")
         mlflow.log_text(study_table(metrics), "poison_table.md")
 
-    def mark_finished() -> None:  # after the registrations: until then a re-run resumes
-        for folder in study.glob("rate-*"):
-            (folder / FINISHED_FILE).touch()
-
-    ctx.after_commit(mark_finished)
     for entry in entries:
         log.info(
             "scam.poison: rate %g → malicious rate %s, poisoned URL reproduced %s",
