@@ -13,14 +13,21 @@ from pathlib import Path
 from typing import Any
 
 from tasks.cmipref import rm_train
-from tasks.cmipref.train import LABELS, PAIRS, STAGE, TRUTH, loop_config, training_data
-from tasks.core import ray_runtime, tracking
+from tasks.cmipref.train import (
+    ARRAYS,
+    LABELS,
+    PAIRS,
+    STAGE,
+    TRUTH,
+    loop_config,
+    training_data,
+)
+from tasks.core import ray_runtime, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.params import Params
 from tasks.core.paths import state_dir
 from tasks.core.ray_runtime import init_ray
-from tasks.core.ray_train import fit_torch
-from tasks.core.scratch import prepare_scratch
+from tasks.core.stage import StageContext
 
 METRIC = "dev_accuracy_overall"
 
@@ -43,7 +50,7 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
         "finetune_steps": 0,
         "checkpoint_every": max(1, grid.steps // 3),
     }
-    uri = tracking.configure(params.runtime.mlflow, root)
+    tracking.configure(params.runtime.mlflow, root)
     experiment = tracking.ensure_experiment(
         f"{settings.experiment}-tune", params.runtime.mlflow, root
     )
@@ -52,35 +59,31 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
     parent = client.create_run(experiment, run_name="rm-grid", tags=lineage).info.run_id
     storage = state_dir(root) / "ray" / "tune" / "cmipref"
 
+    ctx = StageContext.at(root, params.runtime)
+    arrays = {k: base.pop(k) for k in ARRAYS}
+
     def driver(trial: dict[str, Any]) -> None:
         lr, dropout = trial["learning_rate"], trial["modality_dropout"]
-        client = mlflow.MlflowClient(tracking_uri=uri)
-        tags = {**lineage, "mlflow.parentRunId": parent}
-        run_name = f"lr={lr:g} dropout={dropout:g}"
-        run_id = client.create_run(experiment, run_name=run_name, tags=tags).info.run_id
-        config = {
-            **base,
-            "learning_rate": lr,
-            "modality_dropout": dropout,
-            "run_id": run_id,
-            "tracking_uri": uri,
-        }
-        for key in ("learning_rate", "modality_dropout", "pretrain_steps", "batch_size"):
-            client.log_param(run_id, key, config[key])
-        name = f"lr{lr:g}-drop{dropout:g}"
-        prepare_scratch(storage / name, name)
-        try:
-            fit_torch(
-                rm_train.train_loop,
-                config,
-                storage / name,
-                settings.scaling,
-                what="tune cmipref",
+        trained = training.train(
+            training.TrainingJob(
+                name="tune cmipref",
+                train_loop=rm_train.train_loop,
+                config={**base, "learning_rate": lr, "modality_dropout": dropout},
+                data=arrays,
+                sources=[],  # the sweep's inputs are fixed for its whole run
+                scaling=settings.scaling,
                 max_failures=0,
+                experiment=f"{settings.experiment}-tune",
+                run_name=f"lr={lr:g} dropout={dropout:g}",
+                lineage=[LABELS, PAIRS, TRUTH],
+                tags={"mlflow.parentRunId": parent},
+                storage=storage / f"lr{lr:g}-drop{dropout:g}",
                 callbacks=[TuneReportCallback()],
-            )
-        finally:
-            client.set_terminated(run_id)
+            ),
+            ctx,
+        )
+        mlflow.MlflowClient().set_terminated(trained.run_id)
+        trained.finished_marker.touch()  # the next sweep trains afresh
 
     tuner = ray_runtime.tuner(
         tune.with_resources(driver, {"cpu": 0, "memory": 1}),  # the trainer's workers hold CPUs

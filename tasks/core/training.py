@@ -122,17 +122,24 @@ def train(job: TrainingJob, ctx: Any) -> TrainedModel:
     else:
         if resuming:
             log.info("%s: resuming from its last checkpoint", job.name)
-        checkpoint = fit_torch(
-            job.train_loop,
-            {**config, **job.data},
-            storage,
-            job.scaling,
-            what=job.name,
-            max_failures=job.max_failures,
-            datasets=job.datasets,
-            keep_checkpoints=job.keep_checkpoints,
-            callbacks=job.callbacks,
-        )
+        try:
+            checkpoint = fit_torch(
+                job.train_loop,
+                {**config, **job.data},
+                storage,
+                job.scaling,
+                what=job.name,
+                max_failures=job.max_failures,
+                datasets=job.datasets,
+                keep_checkpoints=job.keep_checkpoints,
+                callbacks=job.callbacks,
+            )
+        except Exception:
+            if run_id:  # a re-run resumes it (and marks it running again)
+                import mlflow
+
+                mlflow.MlflowClient().set_terminated(run_id, "FAILED")
+            raise
         write_file(done, {"checkpoint": str(checkpoint)})
     return TrainedModel(
         checkpoint=checkpoint,

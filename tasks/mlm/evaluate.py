@@ -193,7 +193,7 @@ STAGE = Stage(
     name="mlm.evaluate",
     run=run,
     params_key="mlm",
-    params=("mlm.eval", "mlm.registered_model"),
+    params=("mlm.eval", "mlm.registered_model", "mlm.experiment"),
     inputs={
         "heldout": "data/processed/corpus/heldout.parquet",
         **{f"{p}_manifest": f"data/processed/corpus/shards/{p}/manifest.json" for p in PHASES},

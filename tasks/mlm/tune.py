@@ -11,15 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.core import ray_runtime, tracking
+from tasks.core import ray_runtime, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.params import Params
 from tasks.core.paths import state_dir
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import init_ray
-from tasks.core.scratch import prepare_scratch
+from tasks.core.stage import StageContext
 from tasks.mlm import trainer
 from tasks.mlm.params import MlmParams
+from tasks.mlm.train_loop import train_loop
 
 log = get_logger("paperline.mlm.tune")
 SHARDS = "data/processed/corpus/shards/pretrain"
@@ -50,7 +51,7 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
     if not (shards / "manifest.json").exists() or not tokenizer.exists():
         raise InputError(f"{SHARDS}: missing; run `dvc repro corpus-pack` first")
     init_ray(params.runtime.ray)
-    uri = tracking.configure(params.runtime.mlflow, root)
+    tracking.configure(params.runtime.mlflow, root)
     experiment = tracking.ensure_experiment(f"{mlm.experiment}-tune", params.runtime.mlflow, root)
     client = mlflow.MlflowClient()
     lineage = tracking.lineage_tags([SHARDS, TOKENIZER], root)
@@ -60,39 +61,40 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
     dataset = trainer.read_shards(shards).materialize()
     storage = state_dir(root) / "ray" / "tune" / "mlm"
 
+    ctx = StageContext.at(root, params.runtime)
+
     def driver(trial: dict[str, Any]) -> None:
         lr, warmup = trial["learning_rate"], trial["warmup_steps"]
         chosen = trial_params(mlm, lr, warmup)
-        client = mlflow.MlflowClient(tracking_uri=uri)
-        run_id = client.create_run(
-            experiment,
-            run_name=f"lr={lr:g} warmup={warmup}",
-            tags={**lineage, "mlflow.parentRunId": parent},
-        ).info.run_id
         config = trainer.loop_config(
             plan,
             chosen,
             tokenizer=tokenizer,
             init_from=None,
             step_offset=0,
-            tracking_uri=uri,
-            run_id=run_id,
+            tracking_uri=None,
+            run_id=None,
         )
-        for key in ("learning_rate", "warmup_steps", "total_steps", "batch_size"):
-            client.log_param(run_id, key, config[key])
-        name = f"lr{lr:g}-w{warmup}"
-        prepare_scratch(storage / name, name)
-        try:
-            trainer.fit(
-                config,
-                plan,
-                chosen,
-                storage / name,
+        trained = training.train(
+            training.TrainingJob(
+                name="tune mlm",
+                train_loop=train_loop,
+                config=config,
+                sources=[],  # the sweep's shards are fixed for its whole run
+                scaling=mlm.training.scaling,
+                max_failures=0,
+                experiment=f"{mlm.experiment}-tune",
+                run_name=f"lr={lr:g} warmup={warmup}",
+                lineage=[SHARDS, TOKENIZER],
+                tags={"mlflow.parentRunId": parent},
+                datasets={"train": dataset},
+                storage=storage / f"lr{lr:g}-w{warmup}",
                 callbacks=[TuneReportCallback()],
-                dataset=dataset,
-            )
-        finally:
-            client.set_terminated(run_id)
+            ),
+            ctx,
+        )
+        mlflow.MlflowClient().set_terminated(trained.run_id)
+        trained.finished_marker.touch()  # the next sweep trains afresh
 
     tuner = ray_runtime.tuner(
         # A trial only drives its TorchTrainer, whose workers hold the CPUs; Tune refuses an
