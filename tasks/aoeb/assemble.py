@@ -79,7 +79,10 @@ STAGE = Stage(
     name="aoeb.assemble",
     run=run,
     params_key="aoeb",
-    inputs={"code": "data/seed/code", "kg_slice": "data/interim/kg/wikidata_slice.nt"},
+    inputs={
+        "code": "data/seed/code/cpython-3.11.7-stdlib.parquet",
+        "kg_slice": "data/interim/kg/wikidata_slice.nt",
+    },
     outputs={
         "tasks": "data/processed/aoeb/tasks",
         "summary": "data/processed/aoeb/tasks_summary.json",

@@ -362,7 +362,7 @@ STAGE = Stage(
     run=run,
     params_key="scam",
     inputs={
-        "code": "data/seed/code",
+        "code": "data/seed/code/cpython-3.11.7-stdlib.parquet",
         "pages": "data/interim/scam/pages.parquet",
         "prompts": "data/processed/scam/prompts.parquet",
         "blocklist": "data/processed/scam/blocklist.parquet",

@@ -1,5 +1,5 @@
 """The source archive: one Parquet table of (path, source), read in the order a folder walk
-gives."""
+gave (the CPython sample's stages depend on it)."""
 
 import random
 
@@ -7,12 +7,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tasks.aoeb.assemble import STAGE as ASSEMBLE
 from tasks.core.errors import InputError
 from tasks.core.source_archive import (
     SourceFile,
+    path_order,
     read_source_archive,
     write_source_archive,
 )
+from tasks.scam.poison import STAGE as POISON
+from tests.conftest import REPO
 
 # names where sorting Path objects (by component) and sorting strings disagree
 TRICKY = [
@@ -50,6 +54,17 @@ def test_files_come_back_in_the_order_of_a_sorted_folder_walk(tmp_path):
     # the reader sorts, whatever order another writer left the rows in
     pq.write_table(pa.table({"path": ["b.py", "a/b.py"], "source": ["", ""]}), archive)
     assert [f.path for f in read_source_archive(archive)] == ["a/b.py", "b.py"]
+
+
+def test_the_stdlib_sample_is_one_archive_in_path_order():
+    assert ASSEMBLE.inputs["code"] == POISON.inputs["code"]
+    archive = REPO / ASSEMBLE.inputs["code"]
+    rows = pq.read_table(archive).to_pylist()
+    files = read_source_archive(archive)
+    assert [(f.path, f.source) for f in files] == [(r["path"], r["source"]) for r in rows]
+    assert [f.path for f in files] == sorted((f.path for f in files), key=path_order)
+    assert len(files) == 38 and all(f.path.startswith("Lib/") for f in files)
+    assert all(f.path.endswith(".py") and f.source for f in files)
 
 
 def test_bad_archives_are_refused_with_the_file_named(tmp_path):
