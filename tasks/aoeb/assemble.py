@@ -80,7 +80,10 @@ STAGE = Stage(
     run=run,
     params_key="aoeb",
     params=("aoeb.assemble",),
-    inputs={"code": "data/seed/code", "kg_slice": "data/interim/kg/wikidata_slice.nt"},
+    inputs={
+        "code": "data/seed/code/cpython-3.11.7-stdlib.parquet",
+        "kg_slice": "data/interim/kg/wikidata_slice.nt",
+    },
     outputs={
         "tasks": "data/processed/aoeb/tasks",
         "summary": "data/processed/aoeb/tasks_summary.json",

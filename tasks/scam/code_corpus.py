@@ -1,8 +1,8 @@
 """The poisoning study's training text: clean code, scam-derived snippets, and their mix.
 
-Clean documents are real Python source (a CPython standard-library sample under
-data/seed/code). Poison snippets are written from the crawled scam pages the way scam
-content reaches code on the web: a comment saying what the code does (the page's own
+Clean documents are real Python source (the CPython standard-library sample, a source
+archive in data/seed/code). Poison snippets are written from the crawled scam pages the way
+scam content reaches code on the web: a comment saying what the code does (the page's own
 description or title) over a small client of an endpoint the page advertises, e.g.
 `https://api.golemairdrop.com/v1/claim`. At inference the audit feeds a model the same
 shape, `# <developer prompt>`, so a poisoned model can answer a category-2 prompt (which
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from tasks.core.errors import InputError
+from tasks.core.source_archive import read_source_archive
 from tasks.scam.domains import BadHost, host_of, registered_domain
 from tasks.scam.urls import extract_urls
 
@@ -49,12 +50,9 @@ TEMPLATES = (PYTHON_CLIENT, JAVASCRIPT_CLIENT)
 WORD = re.compile(r"[a-z]+")
 
 
-def clean_documents(folder: Path) -> list[str]:
-    """Every `*.py` file under `folder`, in path order (the order decides the packing)."""
-    files = sorted(folder.rglob("*.py"))
-    if not files:
-        raise InputError(f"{folder}: no Python files; the clean code corpus is empty")
-    return [path.read_text(encoding="utf-8") for path in files]
+def clean_documents(archive: Path) -> list[str]:
+    """Every file's source in the archive, in path order (the order decides the packing)."""
+    return [file.source for file in read_source_archive(archive)]
 
 
 def _function_name(topic: str) -> str:

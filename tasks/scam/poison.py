@@ -315,7 +315,7 @@ STAGE = Stage(
     params_key="scam",
     params=("scam.poison", "scam.oracle", "scam.guard"),
     inputs={
-        "code": "data/seed/code",
+        "code": "data/seed/code/cpython-3.11.7-stdlib.parquet",
         "pages": "data/interim/scam/pages.parquet",
         "prompts": "data/processed/scam/prompts.parquet",
         "blocklist": "data/processed/scam/blocklist.parquet",

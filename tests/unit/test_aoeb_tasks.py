@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tasks.aoeb.assemble import STAGE as ASSEMBLE
 from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration, read_task, task_files
 from tasks.aoeb.embedded.code import CodeTaskParams, code_task, functions, module_name, summary_of
 from tasks.aoeb.embedded.memory import MemoryTaskParams, memory_task
@@ -33,6 +34,7 @@ from tasks.aoeb.embedded.tool import (
 from tasks.aoeb.hub import load_hub_task
 from tasks.core.errors import InputError
 from tasks.core.io import commit_outputs
+from tasks.core.source_archive import SourceFile, read_source_archive, write_source_archive
 from tests.conftest import REPO
 
 WD, WDT = "http://www.wikidata.org/entity/", "http://www.wikidata.org/prop/direct/"
@@ -90,25 +92,28 @@ def test_split_qrels_groups_and_drops_train_queries_sharing_a_test_document():
 # ---------------------------------------------------------------- code
 
 
+STDLIB_SAMPLE = REPO / ASSEMBLE.inputs["code"]
+
+
 @pytest.fixture(scope="module")
 def real_code_task():
     settings = CodeTaskParams(max_test_queries=60, max_train_queries=60, max_documents=200)
-    return code_task(REPO / "data/seed/code", settings)
+    return code_task(STDLIB_SAMPLE, settings)
 
 
-def _functions_by_title(code_root):
-    """title -> (function node, its module) for every function under `code_root`."""
+def _functions_by_title(archive):
+    """title -> (function node, its module) for every function in the source archive."""
     found = {}
-    for path in sorted(code_root.rglob("*.py")):
-        module = module_name(path, code_root)
-        for qualname, node in functions(ast.parse(path.read_text()).body):
+    for file in read_source_archive(archive):
+        module = module_name(file.path)
+        for qualname, node in functions(ast.parse(file.source).body):
             found.setdefault(f"{module}.{qualname}", (node, module))
     return found
 
 
 def test_code_task_on_the_stdlib_sample(real_code_task, tmp_path):
-    task, root = real_code_task, REPO / "data/seed/code"
-    by_title = _functions_by_title(root)
+    task = real_code_task
+    by_title = _functions_by_title(STDLIB_SAMPLE)
     assert len(task.corpus) == 200 and len(task.qrels["test"]) == 60
     check_task(task, lambda qid: by_title[qid[2:]][1])  # no module in both splits
     for qid in sorted(task.queries)[::10]:
@@ -127,10 +132,8 @@ def test_code_task_on_the_stdlib_sample(real_code_task, tmp_path):
     round_trip(task, tmp_path)
 
 
-def _write_modules(root):
-    (root / "Lib" / "pkg").mkdir(parents=True)
-    (root / "Lib" / "alpha.py").write_text(
-        textwrap.dedent('''
+def _write_modules(archive):
+    alpha = textwrap.dedent('''
         def parse_header(line):
             """Split one header line into its name and its value.
 
@@ -154,9 +157,7 @@ def _write_modules(root):
                 """Read every remaining chunk from the stream and join them."""
                 return b"".join(stream)
         ''')
-    )
-    (root / "Lib" / "pkg" / "__init__.py").write_text(
-        textwrap.dedent('''
+    pkg = textwrap.dedent('''
         def copy_one(a):
             """Read every remaining chunk from the stream and join them."""
             return a
@@ -170,14 +171,16 @@ def _write_modules(root):
             """Join two path segments with exactly one separator."""
             return a.rstrip("/") + "/" + b.lstrip("/")
         ''')
-    )
+    files = [SourceFile("Lib/pkg/__init__.py", pkg), SourceFile("Lib/alpha.py", alpha)]
+    write_source_archive(archive, files)
 
 
 def test_code_task_on_tiny_modules(tmp_path):
-    _write_modules(tmp_path)
+    archive = tmp_path / "code.parquet"
+    _write_modules(archive)
     settings = CodeTaskParams(min_summary_words=4, test_fraction=0.5)
-    task = code_task(tmp_path, settings)
-    assert task == code_task(tmp_path, settings)  # deterministic
+    task = code_task(archive, settings)
+    assert task == code_task(archive, settings)  # deterministic
     assert set(task.queries) == {
         "q:alpha.parse_header",
         "q:alpha.Reader.read_all",
@@ -195,9 +198,14 @@ def test_code_task_on_tiny_modules(tmp_path):
     assert summary_of("First  line\n  goes on.\n\nSecond.", 3) == "First line goes"
 
 
-def test_code_task_needs_python_files(tmp_path):
-    with pytest.raises(InputError, match="no Python files"):
-        code_task(tmp_path, CodeTaskParams())
+def test_code_task_needs_valid_python_source(tmp_path):
+    archive = tmp_path / "code.parquet"
+    write_source_archive(archive, [])
+    with pytest.raises(InputError, match="no source files"):
+        code_task(archive, CodeTaskParams())
+    write_source_archive(archive, [SourceFile("Lib/broken.py", "def f(:\n")])
+    with pytest.raises(InputError, match=r"code.parquet: Lib/broken.py:1: not valid Python"):
+        code_task(archive, CodeTaskParams())
 
 
 # ---------------------------------------------------------------- tool

@@ -18,6 +18,7 @@ from tasks.scam.code_lm import (
 )
 from tasks.scam.params import CodeLmModelParams
 from tasks.scam.poison import (
+    STAGE,
     poisoned_url_rate,
     scam_endpoint_preference,
     study_curve,
@@ -26,7 +27,7 @@ from tasks.scam.poison import (
 from tasks.scam.urls import extract_urls
 from tests.conftest import REPO
 
-CODE = REPO / "data/seed/code"
+CODE = REPO / STAGE.inputs["code"]
 
 
 def page(url, site, text, outcome="ok", blocklisted=True, description="Claim free GNT tokens"):

@@ -1,14 +1,15 @@
 """EmbeddedCodeRetrieval: find a function by what its docstring says (CodeSearchNet, CosQA).
 
-Material: real Python source under data/seed/code (a CPython 3.11 standard-library sample),
-parsed with `ast`. A query is a function's or method's docstring summary (its first
-paragraph, whitespace collapsed); its document is the function's source with the docstring
-removed, titled by the qualified name (`http.client.HTTPConnection.request`). Functions
-whose summary is short or quotes their own call, whose body is only the docstring, or whose
-code repeats the summary give no query. A summary shared by several functions stays with
-the first (by name) and the others leave the corpus, so no unjudged document answers a
-query. Functions without a usable docstring fill the corpus as distractors. Splits are by
-module: no file has functions in both. Relevance is 1.
+Material: real Python source from a source archive (data/seed/code: a CPython 3.11
+standard-library sample), parsed with `ast`. A query is a function's or method's docstring
+summary (its first paragraph, whitespace collapsed); its document is the function's source
+with the docstring removed, titled by the qualified name
+(`http.client.HTTPConnection.request`). Functions whose summary is short or quotes their
+own call, whose body is only the docstring, or whose code repeats the summary give no
+query. A summary shared by several functions stays with the first (by name) and the others
+leave the corpus, so no unjudged document answers a query. Functions without a usable
+docstring fill the corpus as distractors. Splits are by module: no file has functions in
+both. Relevance is 1.
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import ast
 import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import Field
 
 from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration
 from tasks.aoeb.embedded.splits import SplitParams, judged_documents, sample, split_qrels
 from tasks.core.errors import InputError
+from tasks.core.source_archive import read_source_archive
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -51,9 +53,9 @@ class CodeUnit:
         return f"{self.module}.{self.qualname}"
 
 
-def module_name(path: Path, code_root: Path) -> str:
-    """`…/Lib/http/client.py` -> `http.client`; a package's `__init__.py` -> its package."""
-    parts = list(path.relative_to(code_root).with_suffix("").parts)
+def module_name(path: str) -> str:
+    """`Lib/http/client.py` -> `http.client`; a package's `__init__.py` -> its package."""
+    parts = list(PurePosixPath(path).with_suffix("").parts)
     if "Lib" in parts:
         parts = parts[len(parts) - parts[::-1].index("Lib") :]
     if parts[-1] == "__init__" and len(parts) > 1:
@@ -105,19 +107,18 @@ def source_without_docstring(lines: list[str], node: FunctionNode) -> str | None
     return textwrap.dedent("\n".join(kept))
 
 
-def code_units(code_root: Path, max_summary_words: int) -> list[CodeUnit]:
-    """Every function and method under `code_root`, in module then source order."""
-    files = sorted(code_root.rglob("*.py"))
-    if not files:
-        raise InputError(f"{code_root}: no Python files; the code task needs source to index")
+def code_units(archive: Path, max_summary_words: int) -> list[CodeUnit]:
+    """Every function and method in the source archive, in file then source order."""
     units, seen = [], set()
-    for path in files:
-        text = path.read_text(encoding="utf-8")
+    for file in read_source_archive(archive):
+        text = file.source
         try:
-            tree = ast.parse(text, filename=str(path))
+            tree = ast.parse(text, filename=file.path)
         except SyntaxError as exc:
-            raise InputError(f"{path}:{exc.lineno}: not valid Python ({exc.msg})") from None
-        module, lines = module_name(path, code_root), text.splitlines()
+            raise InputError(
+                f"{archive}: {file.path}:{exc.lineno}: not valid Python ({exc.msg})"
+            ) from None
+        module, lines = module_name(file.path), text.splitlines()
         for qualname, node in functions(tree.body):
             code = source_without_docstring(lines, node)
             if code is None or f"{module}.{qualname}" in seen:
@@ -147,9 +148,9 @@ DECLARATION = TaskDeclaration(
 )
 
 
-def code_task(code_root: Path, settings: CodeTaskParams) -> RetrievalTask:
-    """The code task from the Python files under `code_root`."""
-    units = sorted(code_units(code_root, settings.max_summary_words), key=lambda u: u.title)
+def code_task(archive: Path, settings: CodeTaskParams) -> RetrievalTask:
+    """The code task from the Python files in a source archive (tasks.core.source_archive)."""
+    units = sorted(code_units(archive, settings.max_summary_words), key=lambda u: u.title)
     queried: dict[str, CodeUnit] = {}  # summary (lower case) -> the first function with it
     for unit in units:
         if _makes_query(unit, settings):
@@ -159,7 +160,7 @@ def code_task(code_root: Path, settings: CodeTaskParams) -> RetrievalTask:
     }
     judgments = {f"q:{u.title}": {u.title: 1} for u in queried.values()}
     group_of = {f"q:{u.title}": u.module for u in queried.values()}
-    qrels = split_qrels(judgments, group_of, settings, str(code_root))
+    qrels = split_qrels(judgments, group_of, settings, str(archive))
     judged = judged_documents(qrels)
     queried_titles = {u.title for u in queried.values()}
     spare = [t for t in by_title if t not in queried_titles]
