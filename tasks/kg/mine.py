@@ -152,7 +152,7 @@ STAGE = Stage(
     name="kg.mine",
     run=run,
     params_key="kg",
-    params=("kg.mine", "kg.slice.languages", "kg.sparql.backend", "kg.sparql.wikidata_url"),
+    params=("kg.mine", "kg.slice.languages", "kg.sparql"),
     inputs={
         "qa": "data/interim/kg/qa.parquet",
         "multihal": "data/seed/multihal",

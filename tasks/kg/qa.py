@@ -80,7 +80,7 @@ STAGE = Stage(
     name="kg.qa",
     run=run,
     params_key="kg",
-    params=("kg.qa", "kg.linking", "kg.sparql.backend", "kg.sparql.wikidata_url"),
+    params=("kg.qa", "kg.linking", "kg.sparql"),
     inputs={
         "codex": "data/seed/codex-s",
         "multihal": "data/seed/multihal",

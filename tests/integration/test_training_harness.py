@@ -1,0 +1,167 @@
+"""The shared training harness (tasks/core/training.py) on a tiny model: a run that dies
+resumes from its last checkpoint in the same MLflow run, and a model is registered only
+once its stage's outputs are committed."""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tasks.core import tracking, training
+from tasks.core.errors import WorkerFailure
+from tasks.core.ray_train import ScalingParams, start_worker
+from tasks.core.stage import Stage, StageContext
+from tasks.core.train_loop import MetricsLog, report_with_checkpoint, resume_state
+
+STEPS, EVERY, CRASH_AT = 12, 4, 6
+
+
+def tiny_loop(config):
+    """A 4→1 linear model on fixed data; checkpoints every EVERY steps; dies once at
+    CRASH_AT when `crash_once` names a marker file that does not exist yet."""
+    start_worker(config)
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config["learning_rate"])
+
+    def load(folder: Path) -> None:
+        model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
+
+    state = resume_state(load, optimizer) or {"step": 0, "curve": [], "resumed_from": []}
+    metrics_log = MetricsLog(config) if config["run_id"] else None
+    x = torch.tensor(config["x"])  # a copy: Ray hands workers read-only arrays
+    y = x.sum(dim=1, keepdim=True)
+    while state["step"] < config["steps"]:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        state["step"] += 1
+        state["curve"].append({"step": state["step"], "loss": loss.item()})
+        marker = Path(config["crash_once"])
+        if state["step"] == CRASH_AT and not marker.exists():
+            marker.touch()
+            raise RuntimeError("injected crash")
+        if state["step"] % EVERY == 0:
+            if metrics_log:
+                metrics_log.add(state["step"], {"loss": loss.item()})
+                metrics_log.flush()
+            report_with_checkpoint(
+                {"step": state["step"]},
+                state,
+                lambda f: torch.save(model.state_dict(), f / "model.pt"),
+                optimizer,
+            )
+
+
+def tiny_job(tmp_path: Path) -> training.TrainingJob:
+    (tmp_path / "data.txt").write_text("the input whose bytes decide resumption\n")
+    return training.TrainingJob(
+        name="demo.train",
+        train_loop=tiny_loop,
+        config={
+            "steps": STEPS,
+            "learning_rate": 0.05,
+            "seed": 0,
+            "crash_once": str(tmp_path / "crashed"),
+        },
+        data={"x": torch.rand(16, 4).numpy()},
+        sources=[tmp_path / "data.txt"],
+        scaling=ScalingParams(num_workers=1, cpus_per_worker=1),
+        max_failures=0,
+        experiment="demo",
+        run_name="tiny",
+        lineage=["data.txt"],
+    )
+
+
+CARD = tracking.ModelCard(
+    name="paperline-tiny",
+    summary="A 4→1 linear layer.",
+    training_data="16 random rows",
+    intended_use="tests only",
+    limitations="tiny",
+    metrics={"final_loss": 0.0},
+)
+
+
+def test_a_crashed_run_resumes_from_its_checkpoint_in_the_same_mlflow_run(ray_session, tmp_path):
+    from mlflow import MlflowClient
+
+    ctx = StageContext.at(tmp_path)
+    job = tiny_job(tmp_path)
+    with pytest.raises(WorkerFailure, match=r"demo.train .*injected crash"):
+        training.train(job, ctx)
+    first_run = tracking_run_id(ctx)
+    assert MlflowClient().get_run(first_run).info.status == "FAILED"
+
+    trained = training.train(job, ctx)
+    assert trained.state["step"] == STEPS
+    assert trained.state["resumed_from"] == [EVERY]  # the checkpoint before the crash
+    assert trained.run_id == first_run
+    run = MlflowClient().get_run(trained.run_id)
+    assert run.data.params["learning_rate"] == "0.05" and "x" not in run.data.params
+    assert run.data.tags["dvc.lock:data.txt"] and run.data.tags["git_commit"]
+    steps = [m.step for m in MlflowClient().get_metric_history(trained.run_id, "loss")]
+    assert steps == [EVERY, 2 * EVERY, 3 * EVERY]
+
+
+def tracking_run_id(ctx: StageContext) -> str:
+    from tasks.core.io import read_json
+
+    return read_json(ctx.scratch("ray", "demo", "train") / training.RUN_FILE)["run_id"]
+
+
+def test_publish_registers_only_after_the_stage_commits(ray_session, tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    from tasks.core import stage as stage_module
+    from tasks.core.stage import run_stage
+    from tests.conftest import REPO
+
+    (tmp_path / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+    (tmp_path / "crashed").touch()  # no injected crash here
+
+    def make_stage(metrics):
+        def run(params, inputs, ctx):
+            trained = training.train(tiny_job(tmp_path), ctx)
+            model = torch.nn.Linear(4, 1)
+            model.load_state_dict(torch.load(trained.checkpoint / "model.pt", weights_only=True))
+            training.publish(
+                trained,
+                ctx,
+                card=CARD,
+                log_model=lambda card: (
+                    tracking.log_torch_model(
+                        model, "model", card, torch.zeros(2, 4), pip_requirements=["torch"]
+                    ).model_uri
+                ),
+                registered_model="paperline-tiny",
+                metrics={"final_loss": trained.state["curve"][-1]["loss"]},
+                files={"curves/loss.csv": "step,loss\n"},
+            )
+            return {"metrics": metrics}
+
+        return Stage(
+            name="demo.train",
+            run=run,
+            params_key="runtime",
+            inputs={},
+            outputs={"metrics": "m.json"},
+        )
+
+    monkeypatch.setattr(stage_module, "find_stage", lambda name: make_stage({"bad": object()}))
+    with pytest.raises(TypeError):  # the metrics cannot be written
+        run_stage("demo.train", root=tmp_path)
+    client = MlflowClient()
+    assert client.search_model_versions("name = 'paperline-tiny'") == []
+    scratch = tmp_path / ".paperline/ray/demo/train"
+    assert not (scratch / "finished").exists()  # unfinished: a re-run reuses the fit
+
+    monkeypatch.setattr(stage_module, "find_stage", lambda name: make_stage({"loss": 0.5}))
+    run_stage("demo.train", root=tmp_path)
+    (version,) = client.search_model_versions("name = 'paperline-tiny'")
+    assert str(client.get_model_version_by_alias("paperline-tiny", "candidate").version) == "1"
+    assert version.tags["dvc.lock:data.txt"] and "## Lineage" in version.description
+    assert (scratch / "finished").read_text() == "1"
+    run = client.get_run(version.run_id)
+    assert "final_loss" in run.data.metrics and run.info.status == "FINISHED"
