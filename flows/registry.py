@@ -1,24 +1,18 @@
-"""Find a flow by name: `flows/<name>.py` defines a flow object called `<name>`."""
+"""Find a flow by name: `pipeline`, or an area that has stages in dvc.yaml."""
 
 from __future__ import annotations
 
-import importlib
-
 from prefect import Flow
 
+from flows import dvc_flows
 from tasks.core.errors import UserError
 
 
 def load_flow(name: str) -> Flow:
-    try:
-        module = importlib.import_module(f"flows.{name}")
-    except ModuleNotFoundError as exc:
-        if exc.name == f"flows.{name}":
-            raise UserError(
-                f"flow '{name}': no flows/{name}.py; try `pipeline` or an area name"
-            ) from None
-        raise
-    found = getattr(module, name, None)
-    if not isinstance(found, Flow):
-        raise UserError(f"flow '{name}': flows/{name}.py defines no flow called {name}")
-    return found
+    names = dvc_flows.flow_names()
+    if name not in names:
+        raise UserError(
+            f"flow '{name}': no such flow; the flows are {', '.join(names)} "
+            "(`pipeline`, then one per area with stages in dvc.yaml)"
+        )
+    return getattr(dvc_flows, name)

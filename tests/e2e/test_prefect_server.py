@@ -91,6 +91,7 @@ def test_pipeline_and_a_prefect_yaml_deployment_run_on_the_server(product):
             deployment = client.read_deployment_by_name("corpus/corpus-nightly")
             assert [s.schedule.cron for s in deployment.schedules] == ["30 2 * * *"]
             assert deployment.work_pool_name == "paperline-local"
+            assert deployment.entrypoint == "flows/dvc_flows.py:corpus"
             (nightly,) = flow_runs(client, "corpus")
             assert nightly.deployment_id == deployment.id
             assert nightly.state.is_completed(), nightly.state

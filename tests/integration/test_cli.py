@@ -63,7 +63,11 @@ def test_unknown_stage_and_flow(repo_copy):
         "stage 'corpus.nope': no such stage; see `dvc stage list`\n",
     )
     flow = run_cli("flow", "nope", cwd=repo_copy)
-    assert flow.returncode == 2 and flow.stderr.startswith("flow 'nope': no flows/nope.py")
+    assert (flow.returncode, flow.stderr) == (
+        2,
+        "flow 'nope': no such flow; the flows are pipeline, corpus, mlm, kg, scam, deltastack,"
+        " aoeb, cmipref (`pipeline`, then one per area with stages in dvc.yaml)\n",
+    )
 
 
 def test_status_lists_stale_stage(repo_copy):

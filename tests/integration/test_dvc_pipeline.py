@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.core.dvc_stages import area_stages, pipeline_stages, stale_stages
-from tests.conftest import copy_repo, dvc, run_cli
+from tests.conftest import REPO, copy_repo, dvc, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -140,14 +140,15 @@ def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, reproduce
 
 
 def test_area_flow_runs_in_process(repo_copy, prefect_harness):
-    from flows.corpus import corpus
+    from flows.dvc_flows import corpus
 
     names = [s.name for s in pipeline_stages(repo_copy) if s.area == "corpus"]
     assert corpus(root=str(repo_copy)) == dict.fromkeys(names, True)
     assert corpus(root=str(repo_copy)) == dict.fromkeys(names, False)
 
 
-def test_stage_order_and_area_selection_follow_the_dag(tmp_path):
+def toy_dag(tmp_path):
+    """Areas a, b, c: b needs a's output, c stands alone."""
     folder = tmp_path / "dag"
     folder.mkdir()
     subprocess.run(["git", "init", "-q"], cwd=folder, check=True)
@@ -171,6 +172,11 @@ def test_stage_order_and_area_selection_follow_the_dag(tmp_path):
             outs: [w]
     """)
     )
+    return folder
+
+
+def test_stage_order_and_area_selection_follow_the_dag(tmp_path):
+    folder = toy_dag(tmp_path)
     order = [s.name for s in pipeline_stages(folder)]
     assert sorted(order) == ["a.one", "b.three", "b.two", "c.four"]
     assert order.index("a.one") < order.index("b.two") < order.index("b.three")
@@ -178,6 +184,20 @@ def test_stage_order_and_area_selection_follow_the_dag(tmp_path):
         n for n in order if n in {"a.one", "b.two", "b.three"}
     ]
     assert [s.name for s in area_stages("c", folder)] == ["c.four"]
+
+
+def test_an_area_gets_its_flow_from_dvc_yaml_alone(tmp_path, monkeypatch, prefect_harness):
+    from flows import dvc_flows
+
+    folder = toy_dag(tmp_path)
+    shutil.copy(REPO / "params.yaml", folder)  # the flow reads runtime.prefect's retries
+    monkeypatch.chdir(folder)
+    assert dvc_flows.flow_names() == ["pipeline", "a", "b", "c"]
+    assert dvc_flows.c.name == "c"
+    assert dvc_flows.c(root=str(folder)) == {"c.four": True}
+    assert (folder / "w").read_text() == "4\n"
+    with pytest.raises(AttributeError):
+        dvc_flows.d  # noqa: B018 - the lookup itself is under test
 
 
 def code_reasons(stale: dict[str, list[str]], module: str) -> set[str]:

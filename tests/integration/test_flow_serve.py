@@ -41,6 +41,9 @@ def test_served_flow_has_its_schedule_and_runs(repo_copy, prefect_harness):
                     time.sleep(1)
             assert deployment is not None, "the served deployment never appeared"
             assert [s.schedule.cron for s in deployment.schedules] == ["0 4 * * *"]
+            # the runner imports this to run the flow: the area's flow, built from dvc.yaml
+            # (a path relative to the cwd, to wherever the `flows` package was imported from)
+            assert deployment.entrypoint.endswith("flows/dvc_flows.py:corpus")
 
             run = client.create_flow_run_from_deployment(deployment.id)
             while time.monotonic() < deadline + 120:
