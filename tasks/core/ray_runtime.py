@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.core import jit_cache
+from tasks.core import jit_cache, ray_cluster
 from tasks.core.errors import WorkerFailure
 from tasks.core.params import RayParams
 
@@ -41,8 +41,12 @@ def init_ray(params: RayParams) -> Any:
     # workers inherit the driver's environment; a cluster's workers get it from runtime_env
     env_vars = {jit_cache.ENV: str(jit_cache.use_project_cache())}
     quiet = {"logging_level": logging.WARNING, "log_to_driver": True}
+    hook = {"worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs"}
     if address := os.environ.get("RAY_ADDRESS"):
-        ray.init(address=address, runtime_env={"env_vars": env_vars}, **quiet)
+        # the run's own instance (ray_cluster) runs this code's workers, a cluster may not;
+        # either way its system config was set when it started, and may not be passed here
+        own = hook if os.environ.get(ray_cluster.SESSION_ENV) else {}
+        ray.init(address=address, runtime_env={"env_vars": env_vars, **own}, **quiet)
     else:
         memory = params.object_store_memory_mb
         ray.init(
@@ -52,10 +56,7 @@ def init_ray(params: RayParams) -> Any:
             include_dashboard=False,
             # a task killed by the memory monitor otherwise retries without end
             _system_config={"task_oom_retries": params.max_retries},
-            runtime_env={
-                "env_vars": env_vars,
-                "worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs",
-            },
+            runtime_env={"env_vars": env_vars, **hook},
             **quiet,
         )
     return ray.get_runtime_context()

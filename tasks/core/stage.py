@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tasks.core import console
 from tasks.core.dvc_stages import paperline_name
 from tasks.core.errors import InputError, UserError, WorkerFailure
 from tasks.core.io import commit_outputs
@@ -64,12 +65,21 @@ class Stage:
     # model the stage loads from the registry); its code deps are derived (code_deps)
     data_deps: tuple[str, ...] = ()
     uses_ray: bool = False  # the door connects Ray (local or $RAY_ADDRESS) before `run`
+    # "<metrics file>:<dotted key>", e.g. "models/kg/metrics.json:test.f1": the number the
+    # console shows when the stage ends
+    headline: str | None = None
 
     def select_params(self, params: Params) -> Any:
         section: Any = params
         for part in self.params_key.split("."):
             section = getattr(section, part)
         return section
+
+    def headline_metric(self, root: Path) -> str | None:
+        if not self.headline:
+            return None
+        path, _, key = self.headline.partition(":")
+        return console.headline(root / path, key)
 
 
 def find_stage(name: str) -> Stage:
