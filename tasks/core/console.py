@@ -38,22 +38,25 @@ def plain(text: str) -> str:
 def tail(path: Path, lines: int = TAIL_LINES) -> list[str]:
     if not path.exists():
         return []
-    text = path.read_text(encoding="utf-8", errors="replace")
-    kept = [plain(line) for line in text.splitlines()]
+    text = path.read_bytes().decode("utf-8", errors="replace")  # keeps \r (redraws)
+    kept = [plain(line) for line in text.split("\n")]  # splitlines() also splits at \r
     return [line for line in kept if line.strip()][-lines:]
 
 
 def headline(path: Path, key: str) -> str | None:
-    """`key=value` of a dotted key in a metrics JSON file; None when either is missing."""
+    """`key=value` of a dotted key in a metrics JSON file (a list's or mapping's size);
+    None when either is missing."""
     try:
         value: Any = json.loads(path.read_text(encoding="utf-8"))
         for part in key.split("."):
             value = value[part]
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None
-    if isinstance(value, float):
+    if isinstance(value, dict | list):  # e.g. "tasks": how many
+        value = len(value)
+    elif isinstance(value, float):
         value = f"{value:.4g}"
-    return f"{key.rsplit('.', 1)[-1]}={value}"
+    return f"{key}={value}"
 
 
 class StageConsole:
