@@ -27,10 +27,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from tasks.core.params import RayParams
+from tasks.core.params import RayParams, load_params
 from tasks.core.paths import state_dir
 
 # set for the stages of a run whose Ray this module started (init_ray reads it)
@@ -59,18 +59,23 @@ def _free_port() -> int:
 class LocalRay:
     """A `ray start --head --block` process of this run; `start` is idempotent."""
 
-    def __init__(self, root: Path, params: RayParams) -> None:
+    def __init__(self, root: Path, params: RayParams | None = None) -> None:
         self.root = root
-        self.params = params
+        self._params = params
         self.process: subprocess.Popen | None = None
         self.temp_dir: Path | None = None
         self.log_path = state_dir(root) / "logs" / "ray.log"
         self._saved_env: dict[str, str | None] = {}
 
+    @property
+    def running(self) -> bool:
+        return self.process is not None
+
     def start(self) -> None:
-        if self.process is not None:
+        if self.running:
             return
         started = time.perf_counter()
+        params = self._params or load_params(self.root / "params.yaml").runtime.ray
         self.temp_dir = self._make_temp_dir()
         token = self.temp_dir / "auth_token"
         token.write_text(secrets.token_hex(32), encoding="utf-8")
@@ -93,11 +98,11 @@ class LocalRay:
             "--disable-usage-stats",
             f"--temp-dir={self.temp_dir}",
             # a task killed by the memory monitor otherwise retries without end
-            f"--system-config={json.dumps({'task_oom_retries': self.params.max_retries})}",
+            f"--system-config={json.dumps({'task_oom_retries': params.max_retries})}",
         ]
-        if self.params.num_cpus:
-            command.append(f"--num-cpus={self.params.num_cpus}")
-        if memory := self.params.object_store_memory_mb:
+        if params.num_cpus:
+            command.append(f"--num-cpus={params.num_cpus}")
+        if memory := params.object_store_memory_mb:
             command.append(f"--object-store-memory={memory * 1024 * 1024}")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "w", encoding="utf-8") as out:
@@ -166,17 +171,17 @@ class LocalRay:
 
 
 @contextlib.contextmanager
-def shared_ray(root: Path, params: RayParams) -> Iterator[Callable[[], None]]:
-    """Yield `ensure()`: start this run's Ray if it is not up yet (a no-op when
-    RAY_ADDRESS was set before the run). The stages DVC runs are announced to
-    `ensure` too (`announce_stages`), so a run with no stale Ray stage starts nothing."""
+def shared_ray(root: Path, params: RayParams | None = None) -> Iterator[None]:
+    """Within: the first stage DVC runs that uses Ray starts this run's instance, the
+    later ones join it; a run with no stale Ray stage starts nothing, and with RAY_ADDRESS
+    set nothing is started at all. `params`: runtime.ray, else the root's params.yaml."""
     if os.environ.get("RAY_ADDRESS"):
-        yield lambda: None
+        yield
         return
     local = LocalRay(root, params)
     try:
-        with announce_stages(root, local.start):
-            yield local.start
+        with announce_stages(local):
+            yield
     finally:
         local.stop()
 
@@ -185,24 +190,31 @@ class _StageAnnouncements(logging.Filter):
     """DVC logs "Running stage 'x':" just before it builds the stage's environment and
     starts its command; start Ray there when the stage uses it."""
 
-    def __init__(self, on_ray_stage: Callable[[], None]) -> None:
+    def __init__(self, local: LocalRay) -> None:
         super().__init__()
-        self.on_ray_stage = on_ray_stage
+        self.local = local
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg == "Running stage '%s':" and record.args:
-            from tasks.core.stage import find_stage
-
-            with contextlib.suppress(Exception):  # not one of ours: nothing to start
-                if find_stage(str(record.args[0])).uses_ray:
-                    self.on_ray_stage()
+        announced = record.msg == "Running stage '%s':" and record.args
+        if announced and not self.local.running and _uses_ray(str(record.args[0])):
+            self.local.start()
         return True
 
 
+def _uses_ray(dvc_stage: str) -> bool:
+    from tasks.core.stage import find_stage
+
+    try:
+        return find_stage(dvc_stage).uses_ray
+    except Exception:  # not a paperline stage (or a broken one, which will say so itself)
+        return False
+
+
 @contextlib.contextmanager
-def announce_stages(root: Path, on_ray_stage: Callable[[], None]) -> Iterator[None]:
+def announce_stages(local: LocalRay) -> Iterator[None]:
+    """Start `local` when DVC is about to run a stage that uses Ray."""
     logger = logging.getLogger("dvc.stage.run")
-    hook = _StageAnnouncements(on_ray_stage)
+    hook = _StageAnnouncements(local)
     logger.addFilter(hook)
     try:
         yield

@@ -13,7 +13,6 @@ import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from tasks.core.params import load_params
 from tasks.core.paths import state_dir
 from tasks.core.ray_cluster import shared_ray
 
@@ -70,11 +69,10 @@ def reproduce(root: Path, dvc_args: Sequence[str]) -> int:
     """`dvc repro <dvc_args>` in `root`; DVC's exit status."""
     from dvc.cli import main as dvc_main  # importing dvc installs its console handlers
 
-    ray_params = load_params(root / "params.yaml").runtime.ray
     with (
         contextlib.chdir(root),
         logs_to_file(state_dir(root) / "logs" / "repro.log"),
         quiet_dvc(),
-        shared_ray(root, ray_params),
+        shared_ray(root),  # reads params.yaml only if a Ray stage runs
     ):
         return dvc_main(["repro", *dvc_args])
