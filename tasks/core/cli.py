@@ -64,8 +64,9 @@ def stage(name: Annotated[str, typer.Argument(help="<area>.<stage>, e.g. corpus.
     from tasks.core.stage import find_stage, run_stage
 
     root = repo_root()
-    declared = find_stage(name)  # an unknown stage fails before anything is logged
-    shown = open_stage_console(root, declared.name)
+    shown = open_stage_console(root, name)  # before the stage's imports, which may warn
+    declared = find_stage(name)
+    shown.started()
     started = time.perf_counter()
     outputs = run_stage(declared.name, root)
     for role, path in outputs.items():

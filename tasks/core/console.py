@@ -94,7 +94,8 @@ _active: list[StageConsole] = []
 
 def open_stage_console(root: Path, stage: str) -> StageConsole:
     """From here on the process's stdout and stderr go to the stage's log; returns the
-    console that still writes to the terminal. Once per process (the stage door)."""
+    console that still writes to the terminal (`started` prints the start line). Once per
+    process (the stage door)."""
     path = stage_log(root, stage)
     path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
@@ -107,7 +108,6 @@ def open_stage_console(root: Path, stage: str) -> StageConsole:
     os.close(log_fd)
     console = StageConsole(stage, path, out, err)
     _active.append(console)
-    console.started()
     return console
 
 

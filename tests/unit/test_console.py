@@ -58,6 +58,7 @@ from tasks.core.progress import configure_logging
 
 configure_logging()
 shown = open_stage_console(Path(sys.argv[1]), "demo.stage")
+shown.started()
 logging.getLogger("chatty").warning("a library warning")
 print("a print", flush=True)
 sys.stderr.write("C-level noise\\n")
