@@ -60,7 +60,7 @@ class LocalRay:
     """A `ray start --head --block` process of this run; `start` is idempotent."""
 
     def __init__(self, root: Path, params: RayParams | None = None) -> None:
-        self.root = root
+        self.root = Path(root).resolve()  # Ray wants an absolute temp dir
         self._params = params
         self.process: subprocess.Popen | None = None
         self.temp_dir: Path | None = None
@@ -139,14 +139,14 @@ class LocalRay:
     def _wait_until_up(self) -> None:
         assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.process.poll() is None:
             if "Ray runtime started." in self.log_path.read_text(errors="replace"):
                 return
-            if self.process.poll() is not None:
-                break
             time.sleep(0.2)
+        code = self.process.poll()
         self.stop()
-        raise RuntimeError(f"ray start did not come up in {START_TIMEOUT_S} s; see {self.log_path}")
+        how = f"exited with {code}" if code is not None else f"not up in {START_TIMEOUT_S} s"
+        raise RuntimeError(f"ray start {how}; see {self.log_path}")
 
     def stop(self) -> None:
         """Stop the `ray start` process this run started (it stops what it spawned)."""
