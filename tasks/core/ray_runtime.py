@@ -1,7 +1,8 @@
 """One way to get Ray and to start work on it, with a bounded retry budget.
 
-`init_ray` joins $RAY_ADDRESS when set, else starts a quiet local instance (never whatever
-address file a past `ray start` left behind). Stage code starts Ray work only through the
+`init_ray` joins $RAY_ADDRESS when set (the run's shared instance, see ray_cluster, or a
+cluster), else starts a quiet local instance (never whatever address file a past
+`ray start` left behind). Stage code starts Ray work only through the
 helpers here (`remote`, `map_table`, `tuner`) and `ray_train.fit_torch`: a worker that dies
 (a signal, the OOM killer, Ray's memory monitor) is retried `runtime.ray.max_retries` times,
 an exception is not retried, and what is still failing then ends the stage with one
