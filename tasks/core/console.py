@@ -70,7 +70,7 @@ class StageConsole:
         self.out.write(f"{time.strftime('%H:%M:%S')} {self.stage} ...\n")
 
     def finished(self, seconds: float, metric: str | None) -> None:
-        shown = f" · {metric}" if metric else ""
+        shown = f", {metric}" if metric else ""  # ASCII: any terminal encoding
         self.out.write(f"{time.strftime('%H:%M:%S')} {self.stage} done in {seconds:.1f} s{shown}\n")
 
     def failed(self, message: str) -> None:

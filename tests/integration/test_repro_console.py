@@ -52,7 +52,7 @@ def test_repro_prints_each_stage_twice_and_starts_and_stops_its_own_ray(small_co
     assert len(output.splitlines()) <= 2 * len(STAGES) + 2, output
     for stage in STAGES:
         assert len(re.findall(rf"\b{stage}\b", output)) == 2, output
-    assert re.search(r"deltastack-study done in [\d.]+ s · deltastack_beats_deltanet=", output)
+    assert re.search(r"deltastack-study done in [\d.]+ s, deltastack_beats_deltanet=", output)
 
     repro_log = (small_copy / ".paperline/logs/repro.log").read_text()
     assert "Ray started" in repro_log and "Ray stopped" in repro_log

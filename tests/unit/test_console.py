@@ -84,7 +84,7 @@ def test_the_terminal_gets_the_console_lines_and_the_log_gets_the_rest(tmp_path,
     started, *ended = done.stdout.splitlines()
     assert started.endswith(" demo-stage ...")
     if outcome == "ok":
-        assert ended[0].endswith(" demo-stage done in 1.2 s · f1=0.9") and done.stderr == ""
+        assert ended[0].endswith(" demo-stage done in 1.2 s, f1=0.9") and done.stderr == ""
         return
     error, where, *tail = done.stderr.splitlines()
     assert error == "demo.stage: data/x.parquet: not a readable Parquet file"
