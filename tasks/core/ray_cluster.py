@@ -45,7 +45,9 @@ log = logging.getLogger("paperline.ray")
 
 
 def _die_with_parent() -> None:
-    """In the child: get SIGTERM if the run that started Ray dies without stopping it."""
+    """In the child: get SIGTERM if the run that started Ray dies without stopping it
+    (a SIGKILL). Linux ties this to the starting thread: `paperline repro` and the Prefect
+    flows (tasks run in the flow's thread) start Ray from their main thread."""
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
