@@ -25,6 +25,11 @@ from tasks.core.params import RayParams
 
 _budget = {"max_retries": RayParams().max_retries}  # set by init_ray from params
 
+LOCAL_WORKER_SETUP = {"worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs"}
+# One machine has no node to lose: Ray Train's PreemptionWatcher actor (one per fit) would
+# only log an error about its own restart settings (ray-project/ray#53727).
+SINGLE_NODE_ENV = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+
 
 def max_retries() -> int:
     return _budget["max_retries"]
@@ -42,12 +47,14 @@ def init_ray(params: RayParams) -> Any:
     # workers inherit the driver's environment; a cluster's workers get it from runtime_env
     env_vars = {jit_cache.ENV: str(jit_cache.use_project_cache())}
     quiet = {"logging_level": logging.WARNING, "log_to_driver": True}
-    hook = {"worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs"}
-    if address := os.environ.get("RAY_ADDRESS"):
-        # the run's own instance (ray_cluster) runs this code's workers, a cluster may not;
-        # either way its system config was set when it started, and may not be passed here
-        own = hook if os.environ.get(ray_cluster.SESSION_ENV) else {}
-        ray.init(address=address, runtime_env={"env_vars": env_vars, **own}, **quiet)
+    address = os.environ.get("RAY_ADDRESS")
+    if not address or os.environ.get(ray_cluster.SESSION_ENV):  # a local instance of ours
+        runtime_env = {"env_vars": {**env_vars, **SINGLE_NODE_ENV}, **LOCAL_WORKER_SETUP}
+    else:
+        runtime_env = {"env_vars": env_vars}  # a cluster: its nodes may not have our code
+    if address:
+        # the system config of a running instance was set when it started: not passed here
+        ray.init(address=address, runtime_env=runtime_env, **quiet)
     else:
         memory = params.object_store_memory_mb
         ray.init(
@@ -57,7 +64,7 @@ def init_ray(params: RayParams) -> Any:
             include_dashboard=False,
             # a task killed by the memory monitor otherwise retries without end
             _system_config={"task_oom_retries": params.max_retries},
-            runtime_env={"env_vars": env_vars, **hook},
+            runtime_env=runtime_env,
             **quiet,
         )
     return ray.get_runtime_context()
