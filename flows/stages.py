@@ -14,6 +14,7 @@ from tasks.core.dvc_stages import StageInfo, reproduce_stage
 from tasks.core.params import load_params
 from tasks.core.paths import repo_root
 from tasks.core.ray_cluster import shared_ray
+from tasks.core.repro import quiet_dvc
 
 
 def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
@@ -52,7 +53,7 @@ def run_stages(stages: list[StageInfo], root: Path | None = None) -> dict[str, b
     root = root or repo_root()
     runtime = load_params(root / "params.yaml").runtime
     results = {}
-    with shared_ray(root, runtime.ray):  # one Ray for every stage of the flow
+    with quiet_dvc(), shared_ray(root, runtime.ray):  # DVC's chatter off, one Ray for all
         for stage in stages:
             stage_task = task(
                 _reproduce,
