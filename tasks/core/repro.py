@@ -45,7 +45,8 @@ def quiet_dvc() -> Iterator[None]:
 
 @contextlib.contextmanager
 def logs_to_file(path: Path) -> Iterator[None]:
-    """This process's Python logging (Ray start/stop, paperline's own) to `path`."""
+    """This process's Python logging and warnings (Ray start/stop, paperline's own, what
+    importing a stage module to ask whether it uses Ray may warn) to `path`."""
     from tasks.core.progress import configure_logging
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -56,9 +57,11 @@ def logs_to_file(path: Path) -> Iterator[None]:
     for each in console:
         root.removeHandler(each)
     root.addHandler(handler)
+    logging.captureWarnings(True)
     try:
         yield
     finally:
+        logging.captureWarnings(False)
         root.removeHandler(handler)
         handler.close()
         if console:
