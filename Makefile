@@ -24,8 +24,9 @@ setup:
 	  echo "$$want" > $(STAMP); \
 	fi
 
+# `dvc repro` with one line per stage (details in .paperline/logs/) and one shared Ray
 run: setup
-	$(BIN)/dvc repro
+	$(BIN)/paperline repro
 
 test: setup
 	$(BIN)/python -m pytest

@@ -13,6 +13,8 @@ from prefect.artifacts import create_markdown_artifact
 from tasks.core.dvc_stages import StageInfo, reproduce_stage
 from tasks.core.params import load_params
 from tasks.core.paths import repo_root
+from tasks.core.ray_cluster import shared_ray
+from tasks.core.repro import quiet_dvc
 
 
 def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:
@@ -49,15 +51,16 @@ def _reproduce(stage: StageInfo, root: str) -> bool:
 def run_stages(stages: list[StageInfo], root: Path | None = None) -> dict[str, bool]:
     """Run the stages one at a time (DVC locks the repo) as tasks named after them."""
     root = root or repo_root()
-    prefect = load_params(root / "params.yaml").runtime.prefect
+    runtime = load_params(root / "params.yaml").runtime
     results = {}
-    for stage in stages:
-        stage_task = task(
-            _reproduce,
-            name=stage.name,
-            task_run_name=stage.name,
-            retries=prefect.retries,
-            retry_delay_seconds=prefect.retry_delay_seconds,
-        )
-        results[stage.name] = stage_task(stage, str(root))
+    with quiet_dvc(), shared_ray(root, runtime.ray):  # DVC's chatter off, one Ray for all
+        for stage in stages:
+            stage_task = task(
+                _reproduce,
+                name=stage.name,
+                task_run_name=stage.name,
+                retries=runtime.prefect.retries,
+                retry_delay_seconds=runtime.prefect.retry_delay_seconds,
+            )
+            results[stage.name] = stage_task(stage, str(root))
     return results

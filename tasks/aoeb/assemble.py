@@ -88,4 +88,5 @@ STAGE = Stage(
         "tasks": "data/processed/aoeb/tasks",
         "summary": "data/processed/aoeb/tasks_summary.json",
     },
+    headline="data/processed/aoeb/tasks_summary.json:tasks",
 )

@@ -235,4 +235,5 @@ STAGE = Stage(
         "table": "data/processed/aoeb/leaderboard.md",
         "plot": "data/processed/aoeb/leaderboard.csv",
     },
+    headline="data/processed/aoeb/leaderboard.json:finetuned_vs_base.gain",
 )

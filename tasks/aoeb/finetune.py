@@ -257,4 +257,5 @@ STAGE = Stage(
         "curve": "models/embedder/loss.csv",
     },
     uses_ray=True,
+    headline="models/embedder/metrics.json:final_loss",
 )

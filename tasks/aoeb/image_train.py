@@ -32,7 +32,9 @@ def train_loop(config: dict[str, Any]) -> None:
     restored = resume_state(lambda f: tower.load_state_dict(load(f).state_dict()), optimizer)
     state = restored or fresh
     images = pixels([bytes(b) for b in config["images"]], config["image_size"])
-    captions = torch.as_tensor(config["captions"], dtype=torch.float32)
+    captions = torch.tensor(
+        config["captions"], dtype=torch.float32
+    )  # a copy: Ray's arrays are read-only
     per_worker = len(images) // world
     batch = max(2, config["batch_size"] // world)
     while state["epoch"] < config["epochs"]:

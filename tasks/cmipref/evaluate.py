@@ -319,4 +319,5 @@ STAGE = Stage(
         "accuracy": "data/processed/cmipref/accuracy.csv",
     },
     uses_ray=True,
+    headline="data/processed/cmipref/eval_metrics.json:overall_accuracy.reward_model",
 )

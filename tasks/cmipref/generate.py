@@ -227,4 +227,5 @@ STAGE = Stage(
         "summary": "data/interim/cmipref/summary.json",
     },
     uses_ray=True,
+    headline="data/interim/cmipref/summary.json:pairs",
 )

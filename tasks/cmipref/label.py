@@ -258,4 +258,5 @@ STAGE = Stage(
         "metrics": "data/processed/cmipref/label_metrics.json",
     },
     uses_ray=True,
+    headline="data/processed/cmipref/label_metrics.json:accuracy.overall",
 )

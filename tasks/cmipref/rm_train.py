@@ -33,8 +33,9 @@ class Tensors:
         import torch
 
         self.device = device
-        self.mels = torch.as_tensor(np.asarray(config["mels"]), dtype=torch.float32)
-        self.texts = torch.as_tensor(np.asarray(config["texts"]), dtype=torch.float32)
+        # copies: the arrays of a Ray Train config are read-only
+        self.mels = torch.tensor(np.asarray(config["mels"]), dtype=torch.float32)
+        self.texts = torch.tensor(np.asarray(config["texts"]), dtype=torch.float32)
 
     def prompt(self, split: dict[str, Any], rows: Any, present: Any) -> tuple:
         take = {k: np.asarray(split[k])[rows] for k in ("text", "lyrics", "reference")}
@@ -67,7 +68,7 @@ def preference_accuracy(model: Any, tensors: Tensors, split: dict[str, Any]) -> 
         return {}
     model.eval()
     with torch.no_grad():
-        a, b = pair_rewards(model, tensors, split, rows, torch.as_tensor(split["present"]))
+        a, b = pair_rewards(model, tensors, split, rows, torch.tensor(split["present"]))
     model.train()
     margins = torch.cat([a - b, (a - b).mean(dim=-1, keepdim=True)], dim=-1).numpy()
     targets = np.asarray(split["targets"])

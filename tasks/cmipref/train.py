@@ -270,4 +270,5 @@ STAGE = Stage(
         "curve": "models/cmi_rm/loss.csv",
     },
     uses_ray=True,
+    headline="models/cmi_rm/metrics.json:dev_accuracy_overall",
 )

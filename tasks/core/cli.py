@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Annotated
 
@@ -51,11 +52,36 @@ def _runtime():
 
 @app.command()
 def stage(name: Annotated[str, typer.Argument(help="<area>.<stage>, e.g. corpus.ingest")]) -> None:
-    """Run one pipeline stage (what dvc.yaml calls; prefer `dvc repro` to skip fresh ones)."""
-    from tasks.core.stage import run_stage
+    """Run one pipeline stage (what dvc.yaml calls; prefer `paperline repro` to skip fresh ones).
 
-    for role, path in run_stage(name).items():
-        typer.echo(f"{role}: {os.path.relpath(path, repo_root())}")
+    The terminal gets one line when the stage starts and one when it ends; everything else
+    the process prints goes to .paperline/logs/<stage>.log.
+    """
+    import time
+
+    from tasks.core.console import open_stage_console
+    from tasks.core.progress import get_logger
+    from tasks.core.stage import find_stage, run_stage
+
+    root = repo_root()
+    shown = open_stage_console(root, name)  # before the stage's imports, which may warn
+    declared = find_stage(name)
+    shown.started()
+    started = time.perf_counter()
+    outputs = run_stage(declared.name, root)
+    for role, path in outputs.items():
+        get_logger("paperline.stage").info("%s: %s", role, os.path.relpath(path, root))
+    shown.finished(time.perf_counter() - started, declared.headline_metric(root))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def repro(ctx: typer.Context) -> None:
+    """`dvc repro [ARGS]` (same targets and options) with one line per stage at its start
+    and end, and one local Ray instance for every stage that uses Ray (started when the
+    first one runs, stopped at the end; an explicit RAY_ADDRESS is used instead)."""
+    from tasks.core.repro import reproduce
+
+    raise typer.Exit(reproduce(repo_root(), ctx.args))
 
 
 @app.command()
@@ -250,27 +276,50 @@ add_area_commands()
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 
+def report(message: str) -> None:
+    """An error line on the terminal; under a stage console, with the log's path and tail."""
+    from tasks.core.console import active
+
+    if shown := active():
+        shown.failed(message)
+    else:
+        typer.echo(message, err=True)
+
+
 def main() -> None:
     configure_logging()
     jit_cache.use_project_cache()  # before anything imports numba
     try:
         app()
     except UserError as error:
-        typer.echo(str(error), err=True)
+        report(str(error))
         sys.exit(2)
     except WorkerFailure as failure:
-        typer.echo(str(failure), err=True)
+        report(str(failure))
         sys.exit(1)
     except OSError as error:
         if error.errno not in DISK_FULL:
-            raise
+            _unexpected(error)
         where = f"{error.filename}: " if error.filename else ""
-        typer.echo(
+        report(
             f"{where}write failed ({error.strerror}); free disk space and re-run: "
-            "outputs are written whole or not at all, the previous ones are intact",
-            err=True,
+            "outputs are written whole or not at all, the previous ones are intact"
         )
         sys.exit(2)
+    except Exception as error:
+        _unexpected(error)
+
+
+def _unexpected(error: Exception) -> None:
+    """A bug, not a user's error: the traceback as usual, except under a stage console,
+    where it goes to the stage's log and the terminal gets one line and the log's tail."""
+    from tasks.core.console import active
+
+    if not (shown := active()):
+        raise error
+    traceback.print_exc()
+    shown.failed(f"{shown.stage}: {type(error).__name__}: {error}".splitlines()[0])
+    sys.exit(1)
 
 
 if __name__ == "__main__":

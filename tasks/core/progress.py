@@ -11,6 +11,8 @@ from typing import TypeVar
 
 from tqdm.auto import tqdm
 
+from tasks.core import console
+
 T = TypeVar("T")
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -48,7 +50,18 @@ def track(
         total = len(items)  # type: ignore[arg-type]
     started = time.perf_counter()
     count = 0
-    with tqdm(items, desc=description, total=total, unit=unit, disable=None, leave=False) as bar:
+    # under a stage console the bar draws on the terminal (never into the stage's log)
+    shown = console.active()
+    terminal = shown.progress_stream() if shown else sys.stderr
+    with tqdm(
+        items,
+        desc=description,
+        total=total,
+        unit=unit,
+        file=terminal,
+        disable=None if terminal else True,
+        leave=False,
+    ) as bar:
         for item in bar:
             count += 1
             yield item

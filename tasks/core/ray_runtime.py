@@ -1,7 +1,8 @@
 """One way to get Ray and to start work on it, with a bounded retry budget.
 
-`init_ray` joins $RAY_ADDRESS when set, else starts a quiet local instance (never whatever
-address file a past `ray start` left behind). Stage code starts Ray work only through the
+`init_ray` joins $RAY_ADDRESS when set (the run's shared instance, see ray_cluster, or a
+cluster), else starts a quiet local instance (never whatever address file a past
+`ray start` left behind). Stage code starts Ray work only through the
 helpers here (`remote`, `map_table`, `tuner`) and `ray_train.fit_torch`: a worker that dies
 (a signal, the OOM killer, Ray's memory monitor) is retried `runtime.ray.max_retries` times,
 an exception is not retried, and what is still failing then ends the stage with one
@@ -18,11 +19,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tasks.core import jit_cache
+from tasks.core import jit_cache, ray_cluster
 from tasks.core.errors import WorkerFailure
 from tasks.core.params import RayParams
 
 _budget = {"max_retries": RayParams().max_retries}  # set by init_ray from params
+
+LOCAL_WORKER_SETUP = {"worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs"}
+# One machine has no node to lose: Ray Train's PreemptionWatcher actor (one per fit) would
+# only log an error about its own restart settings (ray-project/ray#53727).
+SINGLE_NODE_ENV = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
 
 
 def max_retries() -> int:
@@ -41,8 +47,14 @@ def init_ray(params: RayParams) -> Any:
     # workers inherit the driver's environment; a cluster's workers get it from runtime_env
     env_vars = {jit_cache.ENV: str(jit_cache.use_project_cache())}
     quiet = {"logging_level": logging.WARNING, "log_to_driver": True}
-    if address := os.environ.get("RAY_ADDRESS"):
-        ray.init(address=address, runtime_env={"env_vars": env_vars}, **quiet)
+    address = os.environ.get("RAY_ADDRESS")
+    if not address or os.environ.get(ray_cluster.SESSION_ENV):  # a local instance of ours
+        runtime_env = {"env_vars": {**env_vars, **SINGLE_NODE_ENV}, **LOCAL_WORKER_SETUP}
+    else:
+        runtime_env = {"env_vars": env_vars}  # a cluster: its nodes may not have our code
+    if address:
+        # the system config of a running instance was set when it started: not passed here
+        ray.init(address=address, runtime_env=runtime_env, **quiet)
     else:
         memory = params.object_store_memory_mb
         ray.init(
@@ -52,10 +64,7 @@ def init_ray(params: RayParams) -> Any:
             include_dashboard=False,
             # a task killed by the memory monitor otherwise retries without end
             _system_config={"task_oom_retries": params.max_retries},
-            runtime_env={
-                "env_vars": env_vars,
-                "worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs",
-            },
+            runtime_env=runtime_env,
             **quiet,
         )
     return ray.get_runtime_context()

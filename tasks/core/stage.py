@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tasks.core import console
 from tasks.core.declared_params import declared_view
 from tasks.core.dvc_stages import paperline_name
 from tasks.core.errors import InputError, UserError, WorkerFailure
@@ -67,6 +68,9 @@ class Stage:
     uses_ray: bool = False  # the door connects Ray (local or $RAY_ADDRESS) before `run`
     # the params keys `run` may read (DVC tracks exactly these); default: the whole section
     params: tuple[str, ...] = ()
+    # "<metrics file>:<dotted key>", e.g. "models/kg/metrics.json:test.f1": the number the
+    # console shows when the stage ends
+    headline: str | None = None
 
     @property
     def declared_params(self) -> tuple[str, ...]:
@@ -77,6 +81,12 @@ class Stage:
         for part in self.params_key.split("."):
             section = getattr(section, part)
         return section
+
+    def headline_metric(self, root: Path) -> str | None:
+        if not self.headline:
+            return None
+        path, _, key = self.headline.partition(":")
+        return console.headline(root / path, key)
 
 
 def find_stage(name: str) -> Stage:

@@ -244,7 +244,10 @@ def log_transformers_model(
         name=name,
         task=task,
         pip_requirements=requirements,
-        model_card=HubModelCard(card.to_markdown()),
+        # the metadata block the Hub's card format expects (without it, it warns)
+        model_card=HubModelCard(
+            f"---\nlibrary_name: transformers\npipeline_tag: {task}\n---\n{card.to_markdown()}"
+        ),
     )
     mlflow.log_text(card.to_markdown(), f"{name}/{MODEL_CARD_FILE}")
     return info

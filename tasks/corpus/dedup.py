@@ -212,4 +212,5 @@ STAGE = Stage(
         "metrics": "data/interim/corpus/dedup_metrics.json",
     },
     uses_ray=True,
+    headline="data/interim/corpus/dedup_metrics.json:kept",
 )

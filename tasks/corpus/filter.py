@@ -173,4 +173,5 @@ STAGE = Stage(
         "metrics": "data/interim/corpus/filter_metrics.json",
     },
     uses_ray=True,
+    headline="data/interim/corpus/filter_metrics.json:kept",
 )

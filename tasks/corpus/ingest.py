@@ -30,4 +30,5 @@ STAGE = Stage(
         "docs": "data/interim/corpus/docs.parquet",
         "metrics": "data/interim/corpus/ingest_metrics.json",
     },
+    headline="data/interim/corpus/ingest_metrics.json:documents",
 )

@@ -224,4 +224,5 @@ STAGE = Stage(
         "metrics": "data/processed/corpus/pack_metrics.json",
     },
     uses_ray=True,
+    headline="data/processed/corpus/pack_metrics.json:pretrain.tokens",
 )

@@ -181,4 +181,5 @@ STAGE = Stage(
         "shares": "data/processed/corpus/language_shares.csv",
         "metrics": "data/processed/corpus/schedule_metrics.json",
     },
+    headline="data/processed/corpus/schedule_metrics.json:decay.languages",
 )

@@ -114,4 +114,5 @@ STAGE = Stage(
         "tokenizer": "models/tokenizer",
         "metrics": "data/processed/corpus/tokenizer_metrics.json",
     },
+    headline="data/processed/corpus/tokenizer_metrics.json:vocab_size",
 )

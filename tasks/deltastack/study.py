@@ -253,4 +253,5 @@ STAGE = Stage(
         "curves": "models/deltastack/curves",
     },
     uses_ray=True,
+    headline="models/deltastack/results.json:deltastack_beats_deltanet",
 )

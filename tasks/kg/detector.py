@@ -203,4 +203,5 @@ STAGE = Stage(
     },
     data_deps=("models/mmbert/decay",),  # the registry's `candidate` when backbone is mmbert
     uses_ray=True,
+    headline=f"{MODEL_DIR}/metrics.json:test.all.f1",
 )

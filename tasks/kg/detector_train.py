@@ -87,7 +87,8 @@ def train_loop(config: dict[str, Any]) -> None:
             inputs = {
                 k: v.to(device) for k, v in encode(tokenizer, batch, config["max_length"]).items()
             }
-            labels = torch.as_tensor(batch["label"], dtype=torch.long, device=device)
+            # a copy: Ray Data's numpy batches are read-only
+            labels = torch.tensor(batch["label"], dtype=torch.long, device=device)
             loss = model(**inputs, labels=labels).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

@@ -143,4 +143,5 @@ STAGE = Stage(
         "metrics": "data/processed/kg/eval_metrics.json",
         "table": "data/processed/kg/eval_table.md",
     },
+    headline="data/processed/kg/eval_metrics.json:items",
 )

@@ -143,4 +143,5 @@ STAGE = Stage(
         "examples": "data/processed/kg/detector_examples.parquet",
         "metrics": "data/processed/kg/detector_examples_metrics.json",
     },
+    headline="data/processed/kg/detector_examples_metrics.json:train.examples",
 )

@@ -101,4 +101,5 @@ STAGE = Stage(
         "multihal": "data/processed/kg/multihal.parquet",
         "metrics": "data/processed/kg/metrics.json",
     },
+    headline="data/processed/kg/metrics.json:paths_kept",
 )

@@ -162,4 +162,5 @@ STAGE = Stage(
         "paths": "data/interim/kg/paths.parquet",
         "metrics": "data/interim/kg/mine_metrics.json",
     },
+    headline="data/interim/kg/mine_metrics.json:paths_mined",
 )

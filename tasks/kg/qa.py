@@ -88,4 +88,5 @@ STAGE = Stage(
         "slice": endpoint.SLICE,
     },
     outputs={"qa": "data/interim/kg/qa.parquet", "metrics": "data/interim/kg/qa_metrics.json"},
+    headline="data/interim/kg/qa_metrics.json:items",
 )

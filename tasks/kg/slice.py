@@ -89,4 +89,5 @@ STAGE = Stage(
         "slice": "data/interim/kg/wikidata_slice.nt",
         "metrics": "data/interim/kg/slice_metrics.json",
     },
+    headline="data/interim/kg/slice_metrics.json:triples",
 )

@@ -205,4 +205,5 @@ STAGE = Stage(
         "per_language": "models/mmbert/eval_per_language.csv",
         "tier_curve": "models/mmbert/eval_tiers.csv",
     },
+    headline="models/mmbert/metrics.json:decay.decay",
 )

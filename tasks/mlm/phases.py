@@ -241,4 +241,5 @@ def phase_stage(phase: str) -> Stage:
             "metrics": f"models/mmbert/curves/{phase}_metrics.json",
         },
         uses_ray=True,
+        headline=f"models/mmbert/curves/{phase}_metrics.json:final_loss",
     )

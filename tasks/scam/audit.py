@@ -175,4 +175,5 @@ STAGE = Stage(
         "bench": "data/processed/scam/innoc2scam_bench.parquet",
         "metrics": "data/processed/scam/audit_metrics.json",
     },
+    headline="data/processed/scam/audit_metrics.json:models.template-baseline.malicious_rate",
 )

@@ -231,4 +231,5 @@ STAGE = Stage(
         "blocklist": "data/processed/scam/blocklist.parquet",
         "summary": "data/processed/scam/blocklist_summary.json",
     },
+    headline="data/processed/scam/blocklist_summary.json:domains",
 )

@@ -43,7 +43,8 @@ def train_loop(config: dict[str, Any]) -> None:
         for batch in batches:
             if state["step"] >= total:
                 break
-            ids = torch.as_tensor(batch["data"], dtype=torch.long, device=device)
+            # a copy: Ray Data's numpy batches are read-only
+            ids = torch.tensor(batch["data"], dtype=torch.long, device=device)
             labels = ids.masked_fill(ids == pad, -100)
             loss = model(input_ids=ids, attention_mask=(ids != pad).long(), labels=labels).loss
             loss.backward()

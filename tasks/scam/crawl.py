@@ -211,4 +211,5 @@ STAGE = Stage(
         "html": "data/interim/scam/html",
         "metrics": "data/interim/scam/crawl_metrics.json",
     },
+    headline="data/interim/scam/crawl_metrics.json:pages_ok",
 )

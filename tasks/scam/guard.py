@@ -221,4 +221,5 @@ STAGE = Stage(
         "curve": f"{MODEL_DIR}/loss.csv",
     },
     uses_ray=True,
+    headline=f"{MODEL_DIR}/metrics.json:test.f1",
 )

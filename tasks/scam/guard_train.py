@@ -37,7 +37,7 @@ def train_loop(config: dict[str, Any]) -> None:
     fresh: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "resumed_from": []}
     state = resume_state(load, optimizer) or fresh
     ids = torch.tensor(config["ids"], dtype=torch.long)  # a copy: Ray's arrays are read-only
-    labels = torch.as_tensor(config["labels"], dtype=torch.float32)
+    labels = torch.tensor(config["labels"], dtype=torch.float32)
     per_worker = len(ids) // world  # equal shares: DDP workers must take the same steps
     batch = max(1, config["batch_size"] // world)
     loss_fn = torch.nn.BCEWithLogitsLoss(

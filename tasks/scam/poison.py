@@ -329,4 +329,5 @@ STAGE = Stage(
         "curve": "data/processed/scam/poison_curve.csv",
     },
     uses_ray=True,
+    headline="data/processed/scam/poison_metrics.json:poison_snippets",
 )

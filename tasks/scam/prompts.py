@@ -135,4 +135,5 @@ STAGE = Stage(
         "prompts": "data/processed/scam/prompts.parquet",
         "summary": "data/processed/scam/prompts_summary.json",
     },
+    headline="data/processed/scam/prompts_summary.json:prompts",
 )

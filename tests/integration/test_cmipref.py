@@ -208,7 +208,7 @@ def test_a_corrupt_jit_cache_fails_the_label_stage_fast_and_doctor_recovers(repo
     elapsed = time.monotonic() - started
     if done.returncode != 0:
         assert elapsed < 60, elapsed
-        line = done.stderr.strip().splitlines()[-1]
+        line = done.stderr.splitlines()[0]
         assert line.startswith("cmipref.label: judge_batch "), line
         assert "paperline doctor --clear-jit-cache" in line and str(cache) in line, line
     cleared = run_cli("doctor", "--clear-jit-cache", cwd=repo_copy)

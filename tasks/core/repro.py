@@ -1,0 +1,81 @@
+"""`paperline repro`: `dvc repro` with a console a person can read, on one Ray instance.
+
+DVC runs in this process with its own announcements muted ("Running stage …", "> cmd",
+"Updating lock file …": each stage prints its own start and end line), its warnings and
+errors kept. The stages DVC runs share one local Ray (`ray_cluster.shared_ray`), started
+when the first stale stage that uses Ray is about to run and stopped at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from tasks.core.paths import state_dir
+from tasks.core.ray_cluster import shared_ray
+
+DVC_LOGGERS = ("dvc", "dvc_objects", "dvc_data")
+
+
+def _warnings_and_errors(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.WARNING
+
+
+@contextlib.contextmanager
+def quiet_dvc() -> Iterator[None]:
+    """DVC's console handlers keep warnings and errors only; its records stay out of the
+    root logger (this process's own log file)."""
+    loggers = [logging.getLogger(name) for name in DVC_LOGGERS]
+    handlers = {handler for each in loggers for handler in each.handlers}
+    before = [each.propagate for each in loggers]
+    for each in loggers:
+        each.propagate = False
+    for handler in handlers:
+        handler.addFilter(_warnings_and_errors)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_warnings_and_errors)
+        for each, propagate in zip(loggers, before, strict=True):
+            each.propagate = propagate
+
+
+@contextlib.contextmanager
+def logs_to_file(path: Path) -> Iterator[None]:
+    """This process's Python logging and warnings (Ray start/stop, paperline's own, what
+    importing a stage module to ask whether it uses Ray may warn) to `path`."""
+    from tasks.core.progress import configure_logging
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger()
+    handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    console = [h for h in root.handlers if getattr(h, "_paperline", False)]
+    for each in console:
+        root.removeHandler(each)
+    root.addHandler(handler)
+    logging.captureWarnings(True)
+    try:
+        yield
+    finally:
+        logging.captureWarnings(False)
+        root.removeHandler(handler)
+        handler.close()
+        if console:
+            configure_logging()
+
+
+def reproduce(root: Path, dvc_args: Sequence[str]) -> int:
+    """`dvc repro <dvc_args>` in `root`; DVC's exit status."""
+    from dvc.cli import main as dvc_main  # importing dvc installs its console handlers
+
+    with (
+        contextlib.chdir(root),
+        logs_to_file(state_dir(root) / "logs" / "repro.log"),
+        quiet_dvc(),
+        shared_ray(root),  # reads params.yaml only if a Ray stage runs
+    ):
+        return dvc_main(["repro", *dvc_args])
