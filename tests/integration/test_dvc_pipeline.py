@@ -204,7 +204,9 @@ def code_reasons(stale: dict[str, list[str]], module: str) -> set[str]:
     return {name for name, reasons in stale.items() if f"deps: {module} modified" in reasons}
 
 
-@pytest.mark.parametrize("module", ["tasks/core/io.py", "tasks/core/train_loop.py"])
+@pytest.mark.parametrize(
+    "module", ["tasks/core/io.py", "tasks/core/train_loop.py", "tasks/core/training.py"]
+)
 def test_editing_a_module_makes_exactly_its_importers_stale(tmp_path, module):
     """dvc.lock records every module a stage imports: a comment appended to one of them
     makes `dvc status` report each stage whose code reaches it, and no other."""
@@ -220,5 +222,9 @@ def test_editing_a_module_makes_exactly_its_importers_stale(tmp_path, module):
     assert code_reasons(stale_stages(root), module) == importers
     if module == "tasks/core/train_loop.py":  # the kit the fine-tunes share with mlm
         assert {"scam.poison", "aoeb.finetune", "cmipref.train", "mlm.pretrain"} <= importers
+    elif module == "tasks/core/training.py":  # the harness: every training stage
+        trainers = {"mlm.pretrain", "mlm.mid", "mlm.decay", "kg.detector", "scam.guard"}
+        assert trainers | {"scam.poison", "aoeb.finetune", "cmipref.train"} <= importers
+        assert "corpus.ingest" not in importers
     else:
         assert len(importers) == len(pipeline_stages(root))  # every stage writes through io
