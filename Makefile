@@ -20,7 +20,10 @@ setup:
 	if [ "$$(cat $(STAMP) 2>/dev/null)" != "$$want" ]; then \
 	  set -e; \
 	  test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
-	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'; \
+	  echo "setting up $(VENV) (pip's log: .paperline/logs/setup.log)"; \
+	  mkdir -p .paperline/logs; \
+	  $(BIN)/python -m pip install -qq --log .paperline/logs/setup.log \
+	    --disable-pip-version-check -c constraints.txt -e '.[dev]'; \
 	  echo "$$want" > $(STAMP); \
 	fi
 
