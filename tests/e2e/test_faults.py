@@ -101,7 +101,8 @@ def newest_checkpoint_step(scratch):
 def test_killed_training_stage_resumes_under_dvc_repro(cmipref_product):
     product = cmipref_product  # the cmipref stages are enough
     params = yaml.safe_load((product / "params.yaml").read_text())
-    params["cmipref"]["train"].update(pretrain_steps=1000, checkpoint_every=50)
+    # killed at step 100 or just after: 200 steps to spare, and little left to resume
+    params["cmipref"]["train"].update(pretrain_steps=300, checkpoint_every=50)
     (product / "params.yaml").write_text(yaml.safe_dump(params))
     scratch = product / ".paperline/ray/cmipref/train"
 
