@@ -1,11 +1,12 @@
 """Small `dvc repro` copies shared by a test session, one per set of areas, each stage run once.
 
 A test of one area asks for that area: it gets a copy in which the area's stages and their
-upstream stages are reproduced, nothing else. A copy that already holds every stage asked for
-is handed out as it is (after a whole-DAG repro, every area's tests read that copy). Otherwise
-the new copy starts from the largest copy made so far that holds only stages it needs, so
-upstream stages are not run again and the models they registered stay in the copy's MLflow
-store (DVC's run-cache could restore their outputs but not those registrations).
+upstream stages are reproduced; no stage it does not need is run for it. A copy that already
+holds every stage asked for is handed out as it is (after a whole-DAG repro, every area's
+tests read that copy). Otherwise the new copy starts from the copy made so far that holds
+most of the stages it needs (kg's copy starts from mlm's), so upstream stages are not run
+again and the models they registered stay in the copy's MLflow store (DVC's run-cache could
+restore their outputs but not those registrations).
 
 A failed stage stops only what needs it: `dvc repro --keep-going` finishes the stages beside
 it, and every later request that needs the failed stage fails at once with its error.
@@ -77,9 +78,10 @@ class ReproducedCopies:
                 return built.reproduced
         self.stop_if_failed(wanted)
 
+        # the copy that holds most of the needed stages, then the one with the fewest others
         base = max(
-            (built for built in self.built if built.done <= wanted),
-            key=lambda built: len(built.done),
+            (built for built in self.built if built.done & wanted),
+            key=lambda built: (len(built.done & wanted), -len(built.done - wanted)),
             default=None,
         )
         root = self.new_folder("-".join(areas)) / "repo"
@@ -87,11 +89,11 @@ class ReproducedCopies:
             self.fresh_copy(root)
         else:
             copy_built(base.reproduced.root, root)
-        result = self.dvc("repro", "--keep-going", *sorted(wanted - done_before(base)), cwd=root)
-        done = wanted
+        result = self.dvc("repro", "--keep-going", *sorted(wanted - done_in(base)), cwd=root)
+        done = wanted | done_in(base)
         if result.returncode != 0:
             stale = {dvc_name(name) for name in stale_stages(root)}
-            done = wanted - stale
+            done -= stale
             self.failed.update(dict.fromkeys(wanted & stale, result.stderr[-3000:]))
         if base is not None:
             result = joined(base.reproduced.result, result)
@@ -109,7 +111,7 @@ class ReproducedCopies:
             )
 
 
-def done_before(base: Built | None) -> frozenset[str]:
+def done_in(base: Built | None) -> frozenset[str]:
     return base.done if base is not None else frozenset()
 
 

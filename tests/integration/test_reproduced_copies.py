@@ -14,7 +14,8 @@ from tests.reproduced import ReproducedCopies
 
 pytestmark = pytest.mark.integration
 
-# a-alone stands alone and fails when the file `broken` exists; b-one → c-two → c-three.
+# a-alone stands alone and fails when the file `broken` exists; b-one → c-two → c-three
+# and b-one → d-four.
 # DVC runs the targets in the order given, sorted here: a-alone first.
 DAG = """
 stages:
@@ -33,6 +34,10 @@ stages:
     cmd: cp y z
     deps: [y]
     outs: [z]
+  d-four:
+    cmd: cp x v
+    deps: [x]
+    outs: [v]
 """
 
 
@@ -71,12 +76,18 @@ def test_each_stage_runs_once_and_a_copy_holding_the_stages_is_reused(copies):
     a = copies.reproduce("a")  # no upstream: a fresh copy, not c's
     assert ran(a) == ["a-alone"] and not (a.root / "x").exists()
 
-    every = copies.reproduce("a", "b", "c")  # on c's copy, the largest: only a-alone runs
-    assert every.root not in (a.root, c.root)
+    d = copies.reproduce("d")  # on c's copy, which has b-one: only d-four runs
+    assert d.result.stdout.startswith(c.result.stdout)
+    assert ran(d) == ["b-one", "c-three", "c-two", "d-four"]  # each stage once
+
+    every = copies.reproduce("a", "b", "c")  # on c's copy: as much, and nothing more
+    assert every.root not in (a.root, c.root, d.root)
     assert every.result.stdout.startswith(c.result.stdout)
-    assert ran(every) == ["a-alone", "b-one", "c-three", "c-two"]  # each stage once
-    assert dvc("status", cwd=every.root).stdout.strip() == "Data and pipelines are up to date."
-    assert copies.reproduce("c") == c and len(copies.built) == 3
+    assert ran(every) == ["a-alone", "b-one", "c-three", "c-two"]
+    assert dvc("status", "a-alone", "c-three", cwd=every.root).stdout.strip() == (
+        "Data and pipelines are up to date."
+    )
+    assert copies.reproduce("c") == c and len(copies.built) == 4
 
 
 def test_a_failed_stage_fails_only_what_needs_it(copies):
