@@ -101,7 +101,7 @@ def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(mlm_repr
     root = tmp_path / "repo"
     copy_built(mlm_reproduced.root, root)
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["mlm"]["phases"]["pretrain"]["epochs"] = 6  # long enough to kill twice
+    params["mlm"]["phases"]["pretrain"]["epochs"] = 3  # ~57 steps: time to kill it twice
     params["mlm"]["training"]["checkpoint_every"] = EVERY
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     scratch = root / ".paperline/ray/mlm/pretrain"
