@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.reproduced import Reproduced, ReproducedCopies
+
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
@@ -229,15 +231,39 @@ def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="session")
-def reproduced(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
-    """A small copy after one full `dvc repro` (every area, models included) and its output.
+def reproduced_copies(tmp_path_factory) -> ReproducedCopies:
+    """Small `dvc repro` copies for the session: `reproduced_copies.reproduce("mlm")` is a copy
+    with mlm's stages and their upstream reproduced (tests/reproduced.py). Tests share them and
+    only read them: copy one (`copy_built`) before changing anything."""
+    return ReproducedCopies(
+        REPO, tmp_path_factory.mktemp, lambda root: copy_repo(root, commit=True), dvc
+    )
 
-    Shared by the tests that only read the results; copy it before changing anything.
-    """
-    root = copy_repo(tmp_path_factory.mktemp("reproduced") / "repo", commit=True)
-    result = dvc("repro", cwd=root)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return root, result
+
+@pytest.fixture(scope="session")
+def reproduced(reproduced_copies) -> Reproduced:
+    """The whole DAG reproduced (every area, models included) and the runs' output: for the
+    tests that need every stage; a test of one area asks `reproduced_copies` for its area."""
+    return reproduced_copies.reproduce(*reproduced_copies.areas())
+
+
+def area_fixture(area: str):
+    """A session fixture `<area>_reproduced`: the area's stages and their upstream reproduced."""
+
+    @pytest.fixture(scope="session", name=f"{area}_reproduced")
+    def area_reproduced(reproduced_copies) -> Reproduced:
+        return reproduced_copies.reproduce(area)
+
+    return area_reproduced
+
+
+corpus_reproduced = area_fixture("corpus")
+mlm_reproduced = area_fixture("mlm")
+kg_reproduced = area_fixture("kg")
+scam_reproduced = area_fixture("scam")
+deltastack_reproduced = area_fixture("deltastack")
+aoeb_reproduced = area_fixture("aoeb")
+cmipref_reproduced = area_fixture("cmipref")
 
 
 def run_cli(

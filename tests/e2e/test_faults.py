@@ -70,7 +70,8 @@ def limit_file_size(size):
     return apply
 
 
-def test_full_disk_midway_leaves_no_partial_output(product):
+def test_full_disk_midway_leaves_no_partial_output(corpus_product):
+    product = corpus_product  # the corpus stages are enough
     before = snapshot(product, CORPUS)
     docs = product / CORPUS / "docs.parquet"
     # the kernel refuses any write past half the output's size: EFBIG, like a disk filling up
@@ -98,9 +99,11 @@ def newest_checkpoint_step(scratch):
     return max(steps, default=0)
 
 
-def test_killed_training_stage_resumes_under_dvc_repro(product):
+def test_killed_training_stage_resumes_under_dvc_repro(cmipref_product):
+    product = cmipref_product  # the cmipref stages are enough
     params = yaml.safe_load((product / "params.yaml").read_text())
-    params["cmipref"]["train"].update(pretrain_steps=1000, checkpoint_every=50)
+    # killed at step 100 or just after: 200 steps to spare, and little left to resume
+    params["cmipref"]["train"].update(pretrain_steps=300, checkpoint_every=50)
     (product / "params.yaml").write_text(yaml.safe_dump(params))
     scratch = product / ".paperline/ray/cmipref/train"
 

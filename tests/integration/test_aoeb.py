@@ -20,8 +20,8 @@ CAPABILITIES = {"code", "tool", "reasoning", "memory", "multimodal"}
 PYTREC = {"ndcg_cut": "ndcg_at", "map_cut": "map_at", "recall": "recall_at", "P": "precision_at"}
 
 
-def test_every_embedded_task_is_assembled_with_disjoint_splits(reproduced):
-    root, _ = reproduced
+def test_every_embedded_task_is_assembled_with_disjoint_splits(aoeb_reproduced):
+    root, _ = aoeb_reproduced
     tasks = read_tasks(root / "data/processed/aoeb/tasks")
     assert {t.declaration.capability for t in tasks} == CAPABILITIES
     for task in tasks:
@@ -33,8 +33,8 @@ def test_every_embedded_task_is_assembled_with_disjoint_splits(reproduced):
     assert all(qid in memory.candidates for qid in memory.qrels["test"])
 
 
-def test_every_encoder_is_evaluated_and_the_finetune_is_reported_next_to_its_base(reproduced):
-    root, _ = reproduced
+def test_every_encoder_is_evaluated_and_the_finetune_is_reported_next_to_its_base(aoeb_reproduced):
+    root, _ = aoeb_reproduced
     board = json.loads((root / "data/processed/aoeb/leaderboard.json").read_text())
     assert set(board["encoders"]) == set(ENCODERS)
     for name, entry in board["encoders"].items():
@@ -55,8 +55,8 @@ def test_every_encoder_is_evaluated_and_the_finetune_is_reported_next_to_its_bas
     assert "| embedder |" in table and "vs its base mmbert" in table
 
 
-def test_runs_rescore_identically_with_the_cli_and_with_pytrec_eval(reproduced):
-    root, _ = reproduced
+def test_runs_rescore_identically_with_the_cli_and_with_pytrec_eval(aoeb_reproduced):
+    root, _ = aoeb_reproduced
     tasks_dir, results = root / "data/processed/aoeb/tasks", root / "data/processed/aoeb/results"
     checked = 0
     for run_file in sorted(results.glob("*/*.trec")):
@@ -89,8 +89,8 @@ def test_runs_rescore_identically_with_the_cli_and_with_pytrec_eval(reproduced):
     assert checked == len(ENCODERS) * 4 + 1  # four text tasks each, the embedder's images
 
 
-def test_embedder_is_registered_with_its_card_and_the_leaderboard_is_tracked(reproduced):
-    root, _ = reproduced
+def test_embedder_is_registered_with_its_card_and_the_leaderboard_is_tracked(aoeb_reproduced):
+    root, _ = aoeb_reproduced
     configure_store(root)
     client = mlflow.MlflowClient()
     version = client.get_model_version_by_alias("paperline-embedder", "candidate")

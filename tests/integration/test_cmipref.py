@@ -6,7 +6,6 @@ import base64
 import http.server
 import io
 import json
-import shutil
 import threading
 
 import mlflow
@@ -18,6 +17,7 @@ import torch
 from tasks.cmipref.reward_model import load
 from tests.conftest import StandIn, run_cli
 from tests.integration.test_kg_model import configure_store
+from tests.reproduced import copy_built
 
 pytestmark = pytest.mark.integration
 LABEL_COLUMNS = {
@@ -34,8 +34,8 @@ LABEL_COLUMNS = {
 }
 
 
-def test_pool_pairs_are_pseudo_labelled_with_the_papers_columns(reproduced):
-    root, _ = reproduced
+def test_pool_pairs_are_pseudo_labelled_with_the_papers_columns(cmipref_reproduced):
+    root, _ = cmipref_reproduced
     summary = json.loads((root / "data/interim/cmipref/summary.json").read_text())
     assert summary["clips"] == 16 * 4 and set(summary["pairs_by_split"]) == {
         "pool",
@@ -58,8 +58,8 @@ def test_pool_pairs_are_pseudo_labelled_with_the_papers_columns(reproduced):
     assert 0 <= metrics["accuracy"]["overall"] <= 1
 
 
-def test_reward_model_is_evaluated_next_to_the_judges(reproduced):
-    root, _ = reproduced
+def test_reward_model_is_evaluated_next_to_the_judges(cmipref_reproduced):
+    root, _ = cmipref_reproduced
     metrics = json.loads((root / "data/processed/cmipref/eval_metrics.json").read_text())
     overall = metrics["overall_accuracy"]
     assert set(overall) == {"reward_model", "judge"} and all(0 <= v <= 1 for v in overall.values())
@@ -75,8 +75,8 @@ def test_reward_model_is_evaluated_next_to_the_judges(reproduced):
     assert "| overall |" in report and "Higher overall" in report
 
 
-def test_reward_model_is_registered_with_its_card_and_loads_from_the_registry(reproduced):
-    root, _ = reproduced
+def test_reward_model_is_registered_with_its_card_and_loads_from_the_registry(cmipref_reproduced):
+    root, _ = cmipref_reproduced
     configure_store(root)
     client = mlflow.MlflowClient()
     version = client.get_model_version_by_alias("paperline-cmi-rm", "candidate")
@@ -173,10 +173,10 @@ def test_audio_llm_judge_hears_both_clips_in_the_order_given(tmp_path, monkeypat
     assert describe(tune) in text and "la la" in text
 
 
-def test_tune_cmipref_runs_its_grid_and_logs_each_trial(reproduced, tmp_path):
-    source, _ = reproduced
+def test_tune_cmipref_runs_its_grid_and_logs_each_trial(cmipref_reproduced, tmp_path):
+    source, _ = cmipref_reproduced
     root = tmp_path / "repo"
-    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".paperline"))
+    copy_built(source, root)
     result = run_cli("tune", "cmipref", cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [line for line in result.stdout.splitlines() if line.startswith("learning_rate=")]
@@ -187,17 +187,19 @@ def test_tune_cmipref_runs_its_grid_and_logs_each_trial(reproduced, tmp_path):
     assert len(runs) == 3  # the grid's parent run and one run per trial
 
 
-def test_a_corrupt_jit_cache_fails_the_label_stage_fast_and_doctor_recovers(repo_copy):
+def test_a_corrupt_jit_cache_fails_the_label_stage_fast_and_doctor_recovers(
+    cmipref_reproduced, tmp_path
+):
     """librosa's numba functions load from the project's cache folder; garbage there ends
     cmipref.label within a minute with one line naming the cache, `paperline doctor
     --clear-jit-cache` clears it, and the rerun labels exactly as before."""
     import time
 
+    repo_copy = copy_built(cmipref_reproduced.root, tmp_path / "repo")  # clips generated
     cache = repo_copy / ".paperline" / "numba-cache"
     labels = repo_copy / "data/processed/cmipref/pseudo_labels.parquet"
-    for stage in ("cmipref.generate", "cmipref.label"):
-        done = run_cli("stage", stage, cwd=repo_copy)
-        assert done.returncode == 0, done.stderr[-3000:]
+    done = run_cli("stage", "cmipref.label", cwd=repo_copy)  # fills the copy's empty cache
+    assert done.returncode == 0, done.stderr[-3000:]
     clean = labels.read_bytes()
     compiled = list(cache.rglob("*.nbc"))
     assert compiled, "librosa's compiled functions should be cached in .paperline/numba-cache"

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.integration
 GRID = {(task, model) for task in ("parity", "dyck") for model in ("deltastack", "deltanet")}
 
 
-def test_study_writes_the_table_curves_and_one_mlflow_run_per_trial(reproduced):
-    root, _ = reproduced
+def test_study_writes_the_table_curves_and_one_mlflow_run_per_trial(deltastack_reproduced):
+    root, _ = deltastack_reproduced
     out = root / "models/deltastack"
     results = json.loads((out / "results.json").read_text())
     assert results["trials"] == 4 and results["longest_bucket"] == "81-100"

@@ -212,8 +212,8 @@ def test_cli_prints_paths_as_json_lines(kg_root):
     assert bad.returncode == 2 and "not a Wikidata item id" in bad.stderr
 
 
-def test_dvc_repro_builds_a_multihal_table_that_validates(reproduced):
-    root, _ = reproduced
+def test_dvc_repro_builds_a_multihal_table_that_validates(kg_reproduced):
+    root, _ = kg_reproduced
     table = pq.read_table(root / "data/processed/kg/multihal.parquet")
     paths = pq.read_schema(root / "data/interim/kg/paths.parquet")
     validate_multihal(table, paths, 4, "multihal.parquet")

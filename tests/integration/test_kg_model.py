@@ -2,7 +2,6 @@
 `dvc repro` (MiniLM backbone), plus a retrain on this project's mmBERT from the registry."""
 
 import json
-import shutil
 
 import mlflow
 import pytest
@@ -10,6 +9,7 @@ import yaml
 
 from tasks.core.tracking import configure
 from tests.conftest import run_cli
+from tests.reproduced import copy_built
 
 pytestmark = pytest.mark.integration
 LANGUAGES = {"ar", "de", "en", "es", "ru", "zh"}
@@ -21,8 +21,8 @@ def configure_store(root):
     configure(load_params(root / "params.yaml").runtime.mlflow, root)
 
 
-def test_detector_is_registered_with_its_card_and_scores_held_out_questions(reproduced):
-    root, _ = reproduced
+def test_detector_is_registered_with_its_card_and_scores_held_out_questions(kg_reproduced):
+    root, _ = kg_reproduced
     metrics = json.loads((root / "models/kg_halludetect/metrics.json").read_text())
     assert metrics["backbone"] == "minilm" and 0 <= metrics["test"]["all"]["auroc"] <= 1
     assert set(metrics["test_per_language"]) <= LANGUAGES and set(metrics["test_per_hops"]) == {
@@ -49,8 +49,8 @@ def test_detector_is_registered_with_its_card_and_scores_held_out_questions(repr
     assert scored["label"] in ("LABEL_0", "LABEL_1") and 0 <= scored["score"] <= 1
 
 
-def test_eval_compares_kg_rag_with_vanilla_per_language(reproduced):
-    root, _ = reproduced
+def test_eval_compares_kg_rag_with_vanilla_per_language(kg_reproduced):
+    root, _ = kg_reproduced
     metrics = json.loads((root / "data/processed/kg/eval_metrics.json").read_text())
     assert metrics["answer_model"] == "extractive-reader" and metrics["items"] == 40
     assert set(metrics["per_language"]) == LANGUAGES
@@ -65,9 +65,9 @@ def test_eval_compares_kg_rag_with_vanilla_per_language(reproduced):
     assert "en_kg_rag_sem_score" in run.data.metrics
 
 
-def test_mmbert_backbone_comes_from_the_registry(reproduced, tmp_path):
+def test_mmbert_backbone_comes_from_the_registry(kg_reproduced, tmp_path):
     root = tmp_path / "repo"
-    shutil.copytree(reproduced[0], root, symlinks=True, ignore=shutil.ignore_patterns(".paperline"))
+    copy_built(kg_reproduced.root, root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["kg"]["detector"].update(backbone="mmbert", epochs=0.5)
     (root / "params.yaml").write_text(yaml.safe_dump(params))

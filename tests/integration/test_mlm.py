@@ -3,7 +3,6 @@
 import csv
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -12,6 +11,7 @@ import pytest
 import yaml
 
 from tests.conftest import BIN
+from tests.reproduced import copy_built
 
 pytestmark = pytest.mark.integration
 
@@ -26,10 +26,10 @@ def configure_store(root):
     tracking.configure(MlflowParams(), root=root)
 
 
-def test_registry_serves_every_phase_by_alias_and_fills_a_mask(reproduced):
+def test_registry_serves_every_phase_by_alias_and_fills_a_mask(mlm_reproduced):
     import mlflow
 
-    root, _ = reproduced
+    root, _ = mlm_reproduced
     configure_store(root)
     client = mlflow.MlflowClient()
     versions = {
@@ -55,8 +55,8 @@ def test_registry_serves_every_phase_by_alias_and_fills_a_mask(reproduced):
     assert all(g["token"] not in special and "[MASK]" not in g["sequence"] for g in guesses)
 
 
-def test_phases_continue_one_curve_and_metrics_cover_every_tier(reproduced):
-    root, _ = reproduced
+def test_phases_continue_one_curve_and_metrics_cover_every_tier(mlm_reproduced):
+    root, _ = mlm_reproduced
     last = 0
     for phase in PHASES:
         with open(root / f"models/mmbert/curves/{phase}.csv") as handle:
@@ -97,11 +97,11 @@ def start_pretrain(root):
     )
 
 
-def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(reproduced, tmp_path):
+def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(mlm_reproduced, tmp_path):
     root = tmp_path / "repo"
-    shutil.copytree(reproduced[0], root, symlinks=True, ignore=shutil.ignore_patterns(".paperline"))
+    copy_built(mlm_reproduced.root, root)
     params = yaml.safe_load((root / "params.yaml").read_text())
-    params["mlm"]["phases"]["pretrain"]["epochs"] = 6  # long enough to kill twice
+    params["mlm"]["phases"]["pretrain"]["epochs"] = 3  # ~57 steps: time to kill it twice
     params["mlm"]["training"]["checkpoint_every"] = EVERY
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     scratch = root / ".paperline/ray/mlm/pretrain"
@@ -133,13 +133,13 @@ def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(reproduc
     assert state["steps"] == state["last_step"] > second
 
 
-def test_tune_sweep_logs_every_trial_under_one_parent_run(reproduced, tmp_path):
+def test_tune_sweep_logs_every_trial_under_one_parent_run(mlm_reproduced, tmp_path):
     import mlflow
 
     from tests.conftest import run_cli
 
     root = tmp_path / "repo"
-    shutil.copytree(reproduced[0], root, symlinks=True, ignore=shutil.ignore_patterns(".paperline"))
+    copy_built(mlm_reproduced.root, root)
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["mlm"]["tune"] = {
         "learning_rates": [1e-3, 1e-2],

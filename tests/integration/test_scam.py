@@ -279,11 +279,11 @@ class ChatServer(StandIn):
         self.reply_chat(request["model"], content)
 
 
-def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monkeypatch):
+def test_openai_prompt_writer_and_code_model_follow_scam2prompt(scam_reproduced, monkeypatch):
     from tasks.scam import audit, prompts
     from tasks.scam.code_models import prompt_seed
 
-    root, _ = reproduced
+    root, _ = scam_reproduced
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     endpoint = {
@@ -324,8 +324,8 @@ def test_openai_prompt_writer_and_code_model_follow_scam2prompt(reproduced, monk
     server.shutdown()
 
 
-def test_dvc_repro_crawls_the_farm_and_writes_prompts_and_the_bench(reproduced):
-    root, _ = reproduced
+def test_dvc_repro_crawls_the_farm_and_writes_prompts_and_the_bench(scam_reproduced):
+    root, _ = scam_reproduced
     telemetry = json.loads((root / ".paperline/telemetry/scam.crawl.json").read_text())
     assert telemetry["requests"] > 0
     assert telemetry["requests_via_farm_proxy"] == telemetry["requests"]
@@ -352,7 +352,7 @@ def test_dvc_repro_crawls_the_farm_and_writes_prompts_and_the_bench(reproduced):
     assert baseline["malicious_rate_by_detector"]["blocklist"] == baseline["malicious_rate"]
 
 
-def test_url_guard_is_scored_on_held_out_domains_and_registered_with_its_card(reproduced):
+def test_url_guard_is_scored_on_held_out_domains_and_registered_with_its_card(scam_reproduced):
     import mlflow
     import torch
 
@@ -360,7 +360,7 @@ def test_url_guard_is_scored_on_held_out_domains_and_registered_with_its_card(re
     from tasks.core.tracking import configure
     from tasks.scam.guard_data import encode_hosts
 
-    root, _ = reproduced
+    root, _ = scam_reproduced
     metrics = json.loads((root / "models/url_guard/metrics.json").read_text())
     for split in ("validation", "test"):
         assert {"precision", "recall", "f1", "auroc"} <= set(metrics[split])

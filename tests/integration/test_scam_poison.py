@@ -14,8 +14,8 @@ pytestmark = pytest.mark.integration
 RATES = SMALL_PARAMS["scam"]["poison"]["rates"]
 
 
-def test_one_lm_per_rate_is_trained_audited_and_tracked(reproduced):
-    root, _ = reproduced
+def test_one_lm_per_rate_is_trained_audited_and_tracked(scam_reproduced):
+    root, _ = scam_reproduced
     metrics = json.loads((root / "data/processed/scam/poison_metrics.json").read_text())
     entries = {e["poison_rate"]: e for e in metrics["rates"]}
     assert list(entries) == RATES
