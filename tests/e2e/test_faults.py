@@ -125,7 +125,10 @@ def test_killed_training_stage_resumes_under_dvc_repro(cmipref_product):
 
     second = dvc("repro", "cmipref-train", cwd=product)
     assert second.returncode == 0, second.stderr[-3000:]
-    assert "(resuming)" in (product / ".paperline/logs/cmipref-train.log").read_text()
+    assert (
+        "cmipref.train: resuming from its last checkpoint"
+        in (product / ".paperline/logs/cmipref-train.log").read_text()
+    )
     metrics = json.loads((product / "models/cmi_rm/metrics.json").read_text())
     (resumed,) = metrics["resumed_from"]
     assert resumed >= reached - 50 and resumed % 50 == 0

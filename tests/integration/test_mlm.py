@@ -124,7 +124,10 @@ def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(mlm_repr
     rerun = start_pretrain(root)
     output, _ = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, output[-3000:]
-    assert "resuming" in (root / ".paperline/logs/mlm-pretrain.log").read_text()
+    assert (
+        "mlm.pretrain: resuming from its last checkpoint"
+        in (root / ".paperline/logs/mlm-pretrain.log").read_text()
+    )
     state = json.loads((root / "models/mmbert/pretrain/state.json").read_text())
     first, second = state["resumed_from"]
     # a checkpoint folder appears just before Ray registers it, hence the one-step slack
