@@ -22,8 +22,9 @@ setup:
 	  test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
 	  echo "setting up $(VENV) (pip's log: .paperline/logs/setup.log)"; \
 	  mkdir -p .paperline/logs; \
-	  $(BIN)/python -m pip install -qq --log .paperline/logs/setup.log \
-	    --disable-pip-version-check -c constraints.txt -e '.[dev]'; \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check \
+	    -c constraints.txt -e '.[dev]' > .paperline/logs/setup.log 2>&1 \
+	    || { tail -n 20 .paperline/logs/setup.log; echo "setup failed; see .paperline/logs/setup.log"; exit 1; }; \
 	  echo "$$want" > $(STAMP); \
 	fi
 
