@@ -279,6 +279,27 @@ def run_cli(
     )
 
 
+def run_demo_stage(root: Path, monkeypatch, body, metrics: dict) -> None:
+    """Run a one-output stage `demo.train` against `root` (params.yaml copied in): `body(ctx)`,
+    then `metrics` committed as m.json; unwritable metrics (e.g. `{"bad": object()}`) make
+    the commit fail."""
+    from tasks.core import stage as stage_module
+    from tasks.core.stage import Stage, run_stage
+
+    if not (root / "params.yaml").exists():
+        (root / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
+
+    def run(params, inputs, ctx):
+        body(ctx)
+        return {"metrics": metrics}
+
+    demo = Stage(
+        name="demo.train", run=run, params_key="runtime", inputs={}, outputs={"metrics": "m.json"}
+    )
+    monkeypatch.setattr(stage_module, "find_stage", lambda name: demo)
+    run_stage("demo.train", root=root)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -106,11 +106,8 @@ def test_a_stage_whose_commit_fails_registers_no_model_version(tmp_path, store, 
     gains no version; when they are written, the version appears after them."""
     from mlflow import MlflowClient
 
-    from tasks.core import stage as stage_module
-    from tasks.core.stage import Stage, run_stage
-    from tests.conftest import REPO
+    from tests.conftest import run_demo_stage
 
-    (tmp_path / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
     card = tracking.ModelCard(
         name="paperline-tiny",
         summary="A 4→3 layer.",
@@ -121,36 +118,24 @@ def test_a_stage_whose_commit_fails_registers_no_model_version(tmp_path, store, 
     )
     seen_outputs = []
 
-    def make_stage(metrics):
-        def run(params, inputs, ctx):
-            tracking.configure(store, ctx.root)
-            with tracking.start_run("tests", store, run_name="tiny", root=ctx.root):
-                info = tracking.log_torch_model(
-                    torch.nn.Linear(4, 3),
-                    "model",
-                    card,
-                    torch.zeros(2, 4),
-                    pip_requirements=["torch"],
-                )
-            tracking.register_after_commit(ctx, info.model_uri, "paperline-tiny", card, "c")
-            ctx.after_commit(lambda: seen_outputs.append((ctx.root / "m.json").exists()))
-            return {"metrics": metrics}
+    def register(ctx):
+        tracking.configure(store, ctx.root)
+        with tracking.start_run("tests", store, run_name="tiny", root=ctx.root):
+            info = tracking.log_torch_model(
+                torch.nn.Linear(4, 3),
+                "model",
+                card,
+                torch.zeros(2, 4),
+                pip_requirements=["torch"],
+            )
+        tracking.register_after_commit(ctx, info.model_uri, "paperline-tiny", card, "c")
+        ctx.after_commit(lambda: seen_outputs.append((ctx.root / "m.json").exists()))
 
-        return Stage(
-            name="demo.train",
-            run=run,
-            params_key="runtime",
-            inputs={},
-            outputs={"metrics": "m.json"},
-        )
-
-    monkeypatch.setattr(stage_module, "find_stage", lambda name: make_stage({"bad": object()}))
     with pytest.raises(TypeError):  # the metrics cannot be written
-        run_stage("demo.train", root=tmp_path)
+        run_demo_stage(tmp_path, monkeypatch, register, {"bad": object()})
     client = MlflowClient()
     assert not (tmp_path / "m.json").exists()
     assert client.search_model_versions("name = 'paperline-tiny'") == []
-    monkeypatch.setattr(stage_module, "find_stage", lambda name: make_stage({"loss": 0.5}))
-    run_stage("demo.train", root=tmp_path)
+    run_demo_stage(tmp_path, monkeypatch, register, {"loss": 0.5})
     versions = client.search_model_versions("name = 'paperline-tiny'")
     assert [int(v.version) for v in versions] == [1] and seen_outputs == [True]

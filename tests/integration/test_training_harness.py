@@ -10,7 +10,7 @@ import torch
 from tasks.core import tracking, training
 from tasks.core.errors import WorkerFailure
 from tasks.core.ray_train import ScalingParams, start_worker
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import StageContext
 from tasks.core.train_loop import MetricsLog, report_with_checkpoint, resume_state
 
 STEPS, EVERY, CRASH_AT = 12, 4, 6
@@ -114,51 +114,36 @@ def tracking_run_id(ctx: StageContext) -> str:
 def test_publish_registers_only_after_the_stage_commits(ray_session, tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
-    from tasks.core import stage as stage_module
-    from tasks.core.stage import run_stage
-    from tests.conftest import REPO
+    from tests.conftest import run_demo_stage
 
-    (tmp_path / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
     (tmp_path / "crashed").touch()  # no injected crash here
 
-    def make_stage(metrics):
-        def run(params, inputs, ctx):
-            trained = training.train(tiny_job(tmp_path), ctx)
-            model = torch.nn.Linear(4, 1)
-            model.load_state_dict(torch.load(trained.checkpoint / "model.pt", weights_only=True))
-            training.publish(
-                trained,
-                ctx,
-                card=CARD,
-                log_model=lambda card: (
-                    tracking.log_torch_model(
-                        model, "model", card, torch.zeros(2, 4), pip_requirements=["torch"]
-                    ).model_uri
-                ),
-                registered_model="paperline-tiny",
-                metrics={"final_loss": trained.state["curve"][-1]["loss"]},
-                files={"curves/loss.csv": "step,loss\n"},
-            )
-            return {"metrics": metrics}
-
-        return Stage(
-            name="demo.train",
-            run=run,
-            params_key="runtime",
-            inputs={},
-            outputs={"metrics": "m.json"},
+    def train_and_publish(ctx):
+        trained = training.train(tiny_job(tmp_path), ctx)
+        model = torch.nn.Linear(4, 1)
+        model.load_state_dict(torch.load(trained.checkpoint / "model.pt", weights_only=True))
+        training.publish(
+            trained,
+            ctx,
+            card=CARD,
+            log_model=lambda card: (
+                tracking.log_torch_model(
+                    model, "model", card, torch.zeros(2, 4), pip_requirements=["torch"]
+                ).model_uri
+            ),
+            registered_model="paperline-tiny",
+            metrics={"final_loss": trained.state["curve"][-1]["loss"]},
+            files={"curves/loss.csv": "step,loss\n"},
         )
 
-    monkeypatch.setattr(stage_module, "find_stage", lambda name: make_stage({"bad": object()}))
     with pytest.raises(TypeError):  # the metrics cannot be written
-        run_stage("demo.train", root=tmp_path)
+        run_demo_stage(tmp_path, monkeypatch, train_and_publish, {"bad": object()})
     client = MlflowClient()
     assert client.search_model_versions("name = 'paperline-tiny'") == []
     scratch = tmp_path / ".paperline/ray/demo/train"
     assert not (scratch / "finished").exists()  # unfinished: a re-run reuses the fit
 
-    monkeypatch.setattr(stage_module, "find_stage", lambda name: make_stage({"loss": 0.5}))
-    run_stage("demo.train", root=tmp_path)
+    run_demo_stage(tmp_path, monkeypatch, train_and_publish, {"loss": 0.5})
     (version,) = client.search_model_versions("name = 'paperline-tiny'")
     assert str(client.get_model_version_by_alias("paperline-tiny", "candidate").version) == "1"
     assert version.tags["dvc.lock:data.txt"] and "## Lineage" in version.description
