@@ -9,6 +9,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -224,9 +225,48 @@ def repo_copy(tmp_path: Path) -> Path:
     return copy_repo(tmp_path / "repo")
 
 
+class SessionRay:
+    """One local Ray for the session's `dvc repro` / `dvc exp run` runs: their Ray stages
+    join it through RAY_ADDRESS, as under `paperline repro`, instead of each starting its
+    own. Started on first use, stopped (by pid) when the session ends."""
+
+    def __init__(self) -> None:
+        self.local = None
+
+    def env(self) -> dict[str, str]:
+        from tasks.core.params import RayParams
+        from tasks.core.ray_cluster import LocalRay
+
+        if self.local is None:
+            folder = Path(tempfile.mkdtemp(prefix="pl-tests-ray-"))
+            self.local = LocalRay(folder, RayParams(num_cpus=2), export=False)
+        self.local.start()
+        return self.local.env
+
+    def stop(self) -> None:
+        if self.local is not None:
+            self.local.stop()
+            shutil.rmtree(self.local.root, ignore_errors=True)
+
+
+SESSION_RAY = SessionRay()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def stop_session_ray():
+    yield
+    SESSION_RAY.stop()
+
+
 def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    runs_stages = args[:1] == ("repro",) or args[:2] == ("exp", "run")
     return subprocess.run(
-        [str(BIN / "dvc"), *args], cwd=cwd, capture_output=True, text=True, timeout=1200
+        [str(BIN / "dvc"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, **SESSION_RAY.env()} if runs_stages else None,
     )
 
 

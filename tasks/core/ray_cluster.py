@@ -37,6 +37,12 @@ from tasks.core.paths import state_dir
 SESSION_ENV = "PAPERLINE_RAY_SESSION"
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 30
+HEAD_ENV = {
+    "PYTHONUNBUFFERED": "1",
+    # on SIGTERM a head first drains its node for Ray Serve, 30 s by default, which a
+    # local batch run waits out for nothing at the end of every run
+    "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",
+}
 # Ray's socket paths (<temp>/session_<date>_<pid>/sockets/plasma_store) must fit in
 # AF_UNIX's 107 bytes; a deeper temp folder goes to a short one under /tmp instead
 MAX_TEMP_DIR_CHARS = 45
@@ -59,11 +65,17 @@ def _free_port() -> int:
 
 
 class LocalRay:
-    """A `ray start --head --block` process of this run; `start` is idempotent."""
+    """A `ray start --head --block` process of this run; `start` is idempotent.
 
-    def __init__(self, root: Path, params: RayParams | None = None) -> None:
+    `env` is what a process needs to join it (RAY_ADDRESS and the token settings); with
+    `export` (the default) `start` also sets it in this process's environment, which the
+    stages it starts inherit, and `stop` restores the environment."""
+
+    def __init__(self, root: Path, params: RayParams | None = None, export: bool = True) -> None:
         self.root = Path(root).resolve()  # Ray wants an absolute temp dir
         self._params = params
+        self._export = export
+        self.env: dict[str, str] = {}
         self.process: subprocess.Popen | None = None
         self.temp_dir: Path | None = None
         self.log_path = state_dir(root) / "logs" / "ray.log"
@@ -114,12 +126,13 @@ class LocalRay:
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**child_env, **env, "PYTHONUNBUFFERED": "1"},
+                env={**child_env, **env, **HEAD_ENV},
                 cwd=self.root,
                 preexec_fn=_die_with_parent,
             )
         self._wait_until_up()
-        for key, value in env.items():
+        self.env = env
+        for key, value in env.items() if self._export else ():
             self._saved_env[key] = os.environ.get(key)
             os.environ[key] = value
         log.info(
@@ -158,6 +171,7 @@ class LocalRay:
             else:
                 os.environ[key] = value
         self._saved_env.clear()
+        self.env = {}
         if self.process is not None:
             if self.process.poll() is None:
                 self.process.send_signal(signal.SIGTERM)

@@ -1,22 +1,19 @@
-"""The mmBERT encoder end to end: three phases in the registry, and resuming after kills."""
+"""The mmBERT encoder end to end: three phases in the registry, one curve, a Tune sweep.
+
+(Killing a training worker or a whole training stage and resuming: the shared harness's
+tests, tests/integration/test_training_harness.py and tests/e2e/test_faults.py.)"""
 
 import csv
 import json
-import os
-import signal
-import subprocess
-import time
 
 import pytest
 import yaml
 
-from tests.conftest import BIN
 from tests.reproduced import copy_built
 
 pytestmark = pytest.mark.integration
 
 PHASES = ("pretrain", "mid", "decay")
-EVERY = 5  # checkpoint interval of the kill/resume run
 
 
 def configure_store(root):
@@ -70,70 +67,6 @@ def test_phases_continue_one_curve_and_metrics_cover_every_tier(mlm_reproduced):
         assert set(metrics[phase]) == {"pretrain", "mid", "decay"}
         assert all(0 < loss < 20 for loss in metrics[phase].values())
     assert (root / "models/mmbert/eval_table.md").read_text().startswith("| languages first")
-
-
-def newest_checkpoint(scratch):
-    steps = [int(p.name.split("-")[1]) for p in scratch.glob("step-*") if p.is_dir()]
-    return max(steps, default=0)
-
-
-def wait_for(condition, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def start_pretrain(root):
-    return subprocess.Popen(
-        [str(BIN / "paperline"), "stage", "mlm.pretrain"],
-        cwd=root,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-
-
-def test_killed_worker_and_killed_run_resume_from_their_last_checkpoint(mlm_reproduced, tmp_path):
-    root = tmp_path / "repo"
-    copy_built(mlm_reproduced.root, root)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["mlm"]["phases"]["pretrain"]["epochs"] = 3  # ~57 steps: time to kill it twice
-    params["mlm"]["training"]["checkpoint_every"] = EVERY
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-    scratch = root / ".paperline/ray/mlm/pretrain"
-
-    run = start_pretrain(root)
-    seen = wait_for(
-        lambda: newest_checkpoint(scratch) >= 10 and newest_checkpoint(scratch),
-        240,
-        "a checkpoint at step 10",
-    )
-    worker = int((scratch / "rank-0.pid").read_text())
-    os.kill(worker, signal.SIGKILL)  # Ray Train restarts the worker from its last checkpoint
-    wait_for(lambda: int((scratch / "rank-0.pid").read_text() or 0) != worker, 120, "a new worker")
-    after_restart = wait_for(
-        lambda: (step := newest_checkpoint(scratch)) > seen + 5 and step, 240, "a later checkpoint"
-    )
-    os.killpg(run.pid, signal.SIGKILL)  # the whole run dies: driver, Ray, workers
-    run.wait(timeout=60)
-
-    rerun = start_pretrain(root)
-    output, _ = rerun.communicate(timeout=600)
-    assert rerun.returncode == 0, output[-3000:]
-    assert (
-        "mlm.pretrain: resuming from its last checkpoint"
-        in (root / ".paperline/logs/mlm-pretrain.log").read_text()
-    )
-    state = json.loads((root / "models/mmbert/pretrain/state.json").read_text())
-    first, second = state["resumed_from"]
-    # a checkpoint folder appears just before Ray registers it, hence the one-step slack
-    assert seen - EVERY <= first < after_restart and first > 0 and first % EVERY == 0
-    assert second >= after_restart - EVERY and second > first and second % EVERY == 0
-    assert state["steps"] == state["last_step"] > second
 
 
 def test_tune_sweep_logs_every_trial_under_one_parent_run(mlm_reproduced, tmp_path):

@@ -1,7 +1,13 @@
 """The shared training harness (tasks/core/training.py) on a tiny model: a run that dies
-resumes from its last checkpoint in the same MLflow run, and a model is registered only
-once its stage's outputs are committed."""
+resumes from its last checkpoint in the same MLflow run, a killed worker is restarted from
+its last checkpoint, and a model is registered only once its stage's outputs are committed.
+(Killing a whole stage under `dvc repro` and resuming: tests/e2e/test_faults.py.)"""
 
+import os
+import signal
+import threading
+import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +26,8 @@ def tiny_loop(config):
     """A 4→1 linear model on fixed data; checkpoints every EVERY steps; dies once at
     CRASH_AT when `crash_once` names a marker file that does not exist yet."""
     start_worker(config)
+    if config.get("pid_file"):
+        Path(config["pid_file"]).write_text(str(os.getpid()))
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=config["learning_rate"])
 
@@ -36,6 +44,9 @@ def tiny_loop(config):
         loss.backward()
         optimizer.step()
         state["step"] += 1
+        if config.get("step_seconds"):
+            time.sleep(config["step_seconds"])
+            Path(config["progress_file"]).write_text(str(state["step"]))
         state["curve"].append({"step": state["step"], "loss": loss.item()})
         marker = Path(config["crash_once"])
         if state["step"] == CRASH_AT and not marker.exists():
@@ -103,6 +114,45 @@ def test_a_crashed_run_resumes_from_its_checkpoint_in_the_same_mlflow_run(ray_se
     assert run.data.tags["dvc.lock:data.txt"] and run.data.tags["git_commit"]
     steps = [m.step for m in MlflowClient().get_metric_history(trained.run_id, "loss")]
     assert steps == [EVERY, 2 * EVERY, 3 * EVERY]
+
+
+def test_a_killed_worker_is_restarted_from_its_last_checkpoint(ray_session, tmp_path):
+    (tmp_path / "crashed").touch()  # no injected crash: a SIGKILL instead
+    pid_file, progress = tmp_path / "rank-0.pid", tmp_path / "step"
+    job = tiny_job(tmp_path)
+    job = replace(
+        job,
+        config={
+            **job.config,
+            "steps": 24,
+            "step_seconds": 0.1,
+            "pid_file": str(pid_file),
+            "progress_file": str(progress),
+        },
+        max_failures=1,
+        experiment=None,
+    )
+    killed = []
+
+    def kill_the_worker_after_two_checkpoints() -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if progress.exists() and int(progress.read_text() or 0) > 2 * EVERY:
+                killed.append(int(pid_file.read_text()))
+                os.kill(killed[0], signal.SIGKILL)
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_worker_after_two_checkpoints, daemon=True)
+    killer.start()
+    trained = training.train(job, StageContext.at(tmp_path))
+    killer.join()
+    assert killed and int(pid_file.read_text()) != killed[0]  # a new worker finished it
+    (resumed,) = trained.state["resumed_from"]
+    # a checkpoint folder appears just before Ray registers it, hence not exactly 2 * EVERY
+    assert resumed in (EVERY, 2 * EVERY)
+    # one curve: the restarted worker went on from the checkpoint's state
+    assert [point["step"] for point in trained.state["curve"]] == list(range(1, 25))
 
 
 def tracking_run_id(ctx: StageContext) -> str:
