@@ -1,0 +1,246 @@
+"""Intervals, paired comparisons and `Claim` records: how each area states a paper's claim
+against its own measurement.
+
+Every interval is over the unit that was sampled (queries, prompts, languages, questions,
+seeds): callers pass one value per unit, or per-unit sums and counts for a rate whose items
+cluster in units (pairs within prompts). The arithmetic is scipy's: `scipy.stats.bootstrap`
+(BCa by default), `scipy.stats.permutation_test` for paired comparisons and
+`scipy.stats.binomtest(...).proportion_ci` for Wilson intervals.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, ValidationError, model_validator
+
+from tasks.core.errors import InputError
+from tasks.core.io import read_json, write_file
+from tasks.core.strict_model import StrictModel
+
+CONFIDENCE = 0.95
+RESAMPLES = 9999
+SEED = 0
+Verdict = Literal["supported", "contradicted", "inconclusive"]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A statistic with its 95% interval, over `n` sampled units."""
+
+    value: float
+    low: float
+    high: float
+    n: int
+    unit: str
+    method: str
+
+    def excludes(self, value: float) -> bool:
+        return not (self.low <= value <= self.high)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`a − b` paired over units: the mean difference, its interval, a permutation p."""
+
+    difference: Estimate
+    p_value: float
+    a: float  # each arm's mean over the same units
+    b: float
+
+
+def _values(values: Sequence[float], unit: str, at_least: int = 2) -> np.ndarray:
+    array = np.asarray(values, dtype=float)
+    if array.ndim != 1 or len(array) < at_least:
+        raise ValueError(f"an interval over {unit} needs ≥ {at_least} values, got {len(array)}")
+    if not np.isfinite(array).all():
+        raise ValueError(f"an interval over {unit}: a value is NaN or infinite")
+    return array
+
+
+def _bootstrap(data: tuple[np.ndarray, ...], statistic, method: str, seed: int):
+    from scipy import stats
+
+    return stats.bootstrap(
+        data,
+        statistic,
+        paired=len(data) > 1,
+        vectorized=False,
+        confidence_level=CONFIDENCE,
+        n_resamples=RESAMPLES,
+        method=method,
+        rng=np.random.default_rng(seed),
+    ).confidence_interval
+
+
+def mean(values: Sequence[float], unit: str, method: str = "BCa", seed: int = SEED) -> Estimate:
+    """The mean of one value per unit, with a bootstrap interval over the units."""
+    array = _values(values, unit)
+    value = float(array.mean())
+    if np.ptp(array) == 0:  # every resample is the same: the interval is the point
+        return Estimate(value, value, value, len(array), unit, f"{method} bootstrap")
+    interval = _bootstrap((array,), np.mean, method, seed)
+    return Estimate(
+        value, float(interval.low), float(interval.high), len(array), unit, f"{method} bootstrap"
+    )
+
+
+def clustered_rate(
+    successes: Sequence[float],
+    counts: Sequence[float],
+    unit: str,
+    method: str = "BCa",
+    seed: int = SEED,
+) -> Estimate:
+    """Σ successes / Σ counts where items cluster in units (pairs within prompts): the
+    bootstrap resamples whole units, so items of one unit are not taken as independent."""
+    hits = _values(successes, unit)
+    totals = _values(counts, unit)
+    if len(hits) != len(totals) or (totals <= 0).any():
+        raise ValueError(f"a clustered rate over {unit}: one positive count per unit")
+    value = float(hits.sum() / totals.sum())
+    if np.ptp(hits / totals) == 0:
+        return Estimate(value, value, value, len(hits), unit, f"{method} cluster bootstrap")
+    interval = _bootstrap((hits, totals), lambda h, t: h.sum() / t.sum(), method, seed)
+    return Estimate(
+        value,
+        float(interval.low),
+        float(interval.high),
+        len(hits),
+        unit,
+        f"{method} cluster bootstrap",
+    )
+
+
+def rate(successes: int, n: int, unit: str) -> Estimate:
+    """A proportion of `n` independent units with its Wilson interval."""
+    from scipy import stats
+
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"a rate over {unit}: {successes} of {n}")
+    interval = stats.binomtest(successes, n).proportion_ci(CONFIDENCE, method="wilson")
+    return Estimate(successes / n, interval.low, interval.high, n, unit, "Wilson")
+
+
+def paired(
+    a: Sequence[float],
+    b: Sequence[float],
+    unit: str,
+    method: str = "BCa",
+    seed: int = SEED,
+) -> Comparison:
+    """Arm `a` against arm `b`, one value of each per unit: the mean difference a − b with
+    a bootstrap interval, and a two-sided sign-flip permutation test of no difference."""
+    from scipy import stats
+
+    left, right = _values(a, unit), _values(b, unit)
+    if len(left) != len(right):
+        raise ValueError(f"a paired comparison over {unit}: {len(left)} vs {len(right)} values")
+    difference = mean(left - right, unit, method, seed)
+    if np.ptp(left - right) == 0:
+        p_value = 1.0 if difference.value == 0 else 0.0
+    else:
+        p_value = stats.permutation_test(
+            (left, right),
+            lambda x, y: np.mean(x - y),
+            permutation_type="samples",
+            n_resamples=RESAMPLES,
+            rng=np.random.default_rng(seed),
+        ).pvalue
+    return Comparison(difference, float(p_value), float(left.mean()), float(right.mean()))
+
+
+def verdict(estimate: Estimate, expect: Literal["greater", "less"], null: float = 0.0) -> Verdict:
+    """`supported` when the interval lies on the claimed side of `null`, `contradicted` when
+    it lies on the other side, `inconclusive` whenever it includes `null`."""
+    if not estimate.excludes(null):
+        return "inconclusive"
+    above = estimate.low > null
+    return "supported" if above == (expect == "greater") else "contradicted"
+
+
+class Claim(StrictModel):
+    """One paper claim against our measurement (a row of an area's claims.json)."""
+
+    id: str = Field(pattern=r"^[a-z0-9_]+\.[a-z0-9_.]+$")  # "<area>.<claim>"
+    paper: str
+    claim: str  # the paper's claim in one sentence
+    paper_value: str  # its headline number, as the paper states it
+    metric: str  # what we measure
+    arms: list[str] = Field(min_length=1)
+    estimate: float
+    ci_low: float
+    ci_high: float
+    confidence: float = CONFIDENCE
+    n: int = Field(ge=1)
+    unit: str
+    method: str  # how the interval (and p) were computed
+    p_value: float | None = None
+    verdict: Verdict
+    simplifications: list[str] = Field(min_length=1)  # what our setup simplifies
+    reproduce: str  # the command that reproduces it
+
+    @model_validator(mode="after")
+    def _interval_holds_estimate(self) -> Claim:
+        if not (self.ci_low <= self.estimate <= self.ci_high) or math.isnan(self.estimate):
+            raise ValueError(f"estimate {self.estimate} is outside [{self.ci_low}, {self.ci_high}]")
+        return self
+
+    @classmethod
+    def of(
+        cls,
+        estimate: Estimate,
+        verdict: Verdict,
+        p_value: float | None = None,
+        **texts: object,
+    ) -> Claim:
+        """A claim from an estimate (or a comparison's difference) and the texts."""
+        return cls(
+            estimate=estimate.value,
+            ci_low=estimate.low,
+            ci_high=estimate.high,
+            n=estimate.n,
+            unit=estimate.unit,
+            method=estimate.method,
+            p_value=p_value,
+            verdict=verdict,
+            **texts,
+        )
+
+
+def claims_value(claims: Sequence[Claim]) -> dict:
+    """What a stage commits as its claims.json (a DVC metric)."""
+    return {"claims": [claim.model_dump(mode="json") for claim in claims]}
+
+
+def write_claims(path: Path | str, claims: Sequence[Claim]) -> None:
+    write_file(path, claims_value(claims))
+
+
+def read_claims(path: Path | str) -> list[Claim]:
+    """An area's claims, checked: a missing or malformed field is one line naming the
+    file, the claim and the field."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{path}: no claims file; run the stage that writes it (dvc repro)")
+    rows = read_json(path).get("claims")
+    if not isinstance(rows, list):
+        raise InputError(f"{path}: no 'claims' list; rerun the stage that writes it")
+    claims = []
+    for index, row in enumerate(rows):
+        try:
+            claims.append(Claim.model_validate(row))
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "(the claim)"
+            name = row.get("id", f"#{index}") if isinstance(row, dict) else f"#{index}"
+            raise InputError(
+                f"{path}: claim {name}: {field}: {first['msg']}; "
+                "fix the stage that writes it and rerun it"
+            ) from None
+    return claims

@@ -1,0 +1,112 @@
+"""The evidence toolkit against known answers: Wilson and t intervals, paired tests,
+cluster resampling, verdicts, and claims files that name what is wrong with them."""
+
+import json
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from tasks.core import evidence
+from tasks.core.errors import InputError
+
+
+def test_wilson_interval_matches_the_closed_form():
+    # Wilson score interval for 8 of 10 (Newcombe 1998, method 3): 0.4902 to 0.9433
+    estimate = evidence.rate(8, 10, "prompts")
+    assert estimate.value == 0.8 and estimate.n == 10 and estimate.unit == "prompts"
+    assert estimate.low == pytest.approx(0.4902, abs=1e-4)
+    assert estimate.high == pytest.approx(0.9433, abs=1e-4)
+    with pytest.raises(ValueError, match="11 of 10"):
+        evidence.rate(11, 10, "prompts")
+
+
+@pytest.mark.parametrize("method", ["BCa", "percentile"])
+def test_bootstrap_mean_agrees_with_the_t_interval_on_normal_data(method):
+    values = np.random.default_rng(1).normal(3.0, 2.0, size=400)
+    estimate = evidence.mean(values, "queries", method=method)
+    t_low, t_high = stats.t.interval(0.95, len(values) - 1, values.mean(), stats.sem(values))
+    assert estimate.value == pytest.approx(values.mean())
+    assert estimate.low == pytest.approx(t_low, abs=0.04)
+    assert estimate.high == pytest.approx(t_high, abs=0.04)
+    assert estimate.method == f"{method} bootstrap" and estimate.n == 400
+
+
+def test_constant_values_have_a_point_interval_and_too_few_are_refused():
+    point = evidence.mean([0.5, 0.5, 0.5], "seeds")
+    assert (point.low, point.value, point.high) == (0.5, 0.5, 0.5)
+    with pytest.raises(ValueError, match="≥ 2 values"):
+        evidence.mean([1.0], "seeds")
+    with pytest.raises(ValueError, match="NaN"):
+        evidence.mean([1.0, float("nan")], "seeds")
+
+
+def test_a_real_paired_difference_is_found_and_no_difference_is_inconclusive():
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0, 1, size=60)
+    better = base + 0.05 + rng.normal(0, 0.02, size=60)
+    found = evidence.paired(better, base, "queries")
+    assert found.difference.value == pytest.approx(0.05, abs=0.01)
+    assert found.difference.low > 0 and found.p_value < 0.001
+    assert evidence.verdict(found.difference, "greater") == "supported"
+    assert evidence.verdict(found.difference, "less") == "contradicted"
+
+    noise = base + rng.normal(0, 0.05, size=60)
+    none = evidence.paired(noise, base, "queries")
+    assert none.difference.low < 0 < none.difference.high and none.p_value > 0.05
+    assert evidence.verdict(none.difference, "greater") == "inconclusive"
+    with pytest.raises(ValueError, match="3 vs 2"):
+        evidence.paired([1, 2, 3], [1, 2], "languages")
+
+
+def test_the_permutation_p_value_is_scipys_paired_test():
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(0.5, 1, size=12), rng.normal(0, 1, size=12)  # 2^12 sign flips
+    ours = evidence.paired(a, b, "prompts").p_value
+    exact = stats.permutation_test(
+        (a, b),
+        lambda x, y: np.mean(x - y),
+        permutation_type="samples",
+        n_resamples=np.inf,
+    ).pvalue
+    assert ours == pytest.approx(exact, abs=0.02)
+
+
+def test_clustered_items_widen_the_interval_beyond_independent_items():
+    # 20 prompts × 10 pairs; each prompt is all right or all wrong: 20 units, not 200
+    successes = [10] * 12 + [0] * 8
+    clustered = evidence.clustered_rate(successes, [10] * 20, "prompts")
+    independent = evidence.rate(120, 200, "pairs")
+    assert clustered.value == independent.value == 0.6 and clustered.n == 20
+    assert clustered.high - clustered.low > 2 * (independent.high - independent.low)
+
+
+def claim(**changes):
+    estimate = evidence.Estimate(0.1, 0.02, 0.2, 40, "languages", "BCa bootstrap")
+    texts = dict(
+        id="mlm.decay_all",
+        paper="mmBERT",
+        claim="Adding languages in decay helps them.",
+        paper_value="+68% on TiQuAD",
+        metric="held-out MLM loss drop",
+        arms=["decay-all", "decay-cont"],
+        simplifications=["a 4-layer encoder"],
+        reproduce="dvc repro mlm-evaluate",
+    )
+    return evidence.Claim.of(estimate, "supported", **{**texts, **changes})
+
+
+def test_claims_round_trip_and_a_bad_field_names_file_claim_and_field(tmp_path):
+    path = tmp_path / "claims.json"
+    evidence.write_claims(path, [claim()])
+    assert evidence.read_claims(path) == [claim()]
+
+    row = json.loads(path.read_text())["claims"][0]
+    del row["n"]
+    path.write_text(json.dumps({"claims": [row]}))
+    with pytest.raises(InputError, match=r"claims.json: claim mlm.decay_all: n: Field required"):
+        evidence.read_claims(path)
+    with pytest.raises(InputError, match="no claims file"):
+        evidence.read_claims(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="outside"):
+        evidence.Claim(**{**claim().model_dump(), "estimate": 0.5})
