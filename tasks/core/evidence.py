@@ -181,6 +181,7 @@ class Claim(StrictModel):
     unit: str
     method: str  # how the interval (and p) were computed
     p_value: float | None = None
+    null: float = 0.0  # the value of no effect: 0 for a difference, chance for a rate
     verdict: Verdict
     simplifications: list[str] = Field(min_length=1)  # what our setup simplifies
     reproduce: str  # the command that reproduces it
@@ -195,11 +196,13 @@ class Claim(StrictModel):
     def of(
         cls,
         estimate: Estimate,
-        verdict: Verdict,
+        expect: Literal["greater", "less"],
         p_value: float | None = None,
+        null: float = 0.0,
         **texts: object,
     ) -> Claim:
-        """A claim from an estimate (or a comparison's difference) and the texts."""
+        """A claim from an estimate (or a comparison's difference) and the texts; its
+        verdict from where the interval lies against `null` (`expect`: the claimed side)."""
         return cls(
             estimate=estimate.value,
             ci_low=estimate.low,
@@ -208,7 +211,8 @@ class Claim(StrictModel):
             unit=estimate.unit,
             method=estimate.method,
             p_value=p_value,
-            verdict=verdict,
+            null=null,
+            verdict=verdict(estimate, expect, null),
             **texts,
         )
 

@@ -93,11 +93,12 @@ def claim(**changes):
         simplifications=["a 4-layer encoder"],
         reproduce="dvc repro mlm-evaluate",
     )
-    return evidence.Claim.of(estimate, "supported", **{**texts, **changes})
+    return evidence.Claim.of(estimate, "greater", **{**texts, **changes})
 
 
 def test_claims_round_trip_and_a_bad_field_names_file_claim_and_field(tmp_path):
     path = tmp_path / "claims.json"
+    assert claim().verdict == "supported" and claim(null=0.15).verdict == "inconclusive"
     evidence.write_claims(path, [claim()])
     assert evidence.read_claims(path) == [claim()]
 
