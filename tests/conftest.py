@@ -63,7 +63,7 @@ SMALL_PARAMS = {
                     "name": "pretrain",
                     "languages": 5,
                     "temperature": 0.7,
-                    "token_budget": 20000,
+                    "token_budget": 12000,
                     "mask_ratio": 0.3,
                     "sequence_length": 64,
                     "reference_column": "pretrain",
@@ -104,10 +104,10 @@ SMALL_PARAMS = {
     "scam": {
         "poison": {
             "rates": [0.0, 0.2],
-            "steps": 30,
-            "log_every": 15,
-            "max_prompts": 12,
-            "max_new_tokens": 48,
+            "steps": 16,
+            "log_every": 8,
+            "max_prompts": 8,
+            "max_new_tokens": 32,
             "model": {"vocab_size": 500},
         }
     },
@@ -124,7 +124,7 @@ SMALL_PARAMS = {
             "memory": {"histories": 20},
             "multimodal": {"train_images": 64, "test_images": 32},
         },
-        "finetune": {"steps": 12, "checkpoint_every": 6, "batch_size": 16, "image_epochs": 2},
+        "finetune": {"steps": 8, "checkpoint_every": 4, "batch_size": 16, "image_epochs": 1},
     },
     "cmipref": {
         "generate": {
