@@ -178,7 +178,7 @@ def run(params: PackParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
     corpus = (train_ids, langs)
     shards = Folder()
     metrics: dict[str, Any] = {}
-    for phase in schedule["phases"]:
+    for phase in schedule["phases"] + schedule.get("controls", []):
         ids, langs = (
             corpus
             if phase.get("source") is None

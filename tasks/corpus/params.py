@@ -132,7 +132,7 @@ def _mmbert_phases() -> list[PhaseParams]:
             name="decay",
             languages="all",
             temperature=0.3,
-            token_budget=50_000,
+            token_budget=100_000,
             mask_ratio=0.05,
             sequence_length=256,
             reference_column="decay-all",
@@ -140,9 +140,38 @@ def _mmbert_phases() -> list[PhaseParams]:
     ]
 
 
+class ControlArmParams(StrictModel):
+    """A control arm beside phase `arm_of`: its temperature, token budget, mask ratio and
+    sequence length, on phase `languages_of`'s languages only (mmBERT's decay-cont beside
+    decay-all: does adding languages in the decay phase help them, or does any more
+    training?)."""
+
+    name: str = Field(default="decay_cont", pattern=r"^[a-z][a-z0-9_]*$")
+    arm_of: str = "decay"
+    languages_of: str = "mid"
+    reference_column: str = Field(
+        default="decay-mid", description="language_counts.csv column (with reference counts)"
+    )
+
+
 class ScheduleParams(StrictModel):
-    use_reference_counts: bool = False  # rank and weight by mmBERT's production token counts
+    use_reference_counts: bool = True  # rank and weight by mmBERT's production token counts
     phases: list[PhaseParams] = Field(default_factory=_mmbert_phases, min_length=1)
+    controls: list[ControlArmParams] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _controls_name_phases(self) -> ScheduleParams:
+        names = {p.name for p in self.phases}
+        for control in self.controls:
+            if control.name in names:
+                raise ValueError(f"controls: {control.name!r} is already a phase name")
+            for field in ("arm_of", "languages_of"):
+                if getattr(control, field) not in names:
+                    raise ValueError(
+                        f"controls: {control.name}: {field} {getattr(control, field)!r} "
+                        f"is not a phase ({', '.join(sorted(names))})"
+                    )
+        return self
 
     @model_validator(mode="after")
     def _phases_grow(self) -> ScheduleParams:

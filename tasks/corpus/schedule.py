@@ -10,6 +10,11 @@ including every language of phase i−1, and samples language l with
 
 so a lower temperature τ flattens the mix toward the low-resource tail (mmBERT: 0.7, 0.5,
 0.3). Only languages present in this corpus can be scheduled.
+
+A control arm (`controls`, mmBERT's decay-cont) takes one phase's settings and token budget
+on an earlier phase's languages: beside decay-all, it separates "adding languages in the
+decay phase helps them" from "any more training helps". Controls are packed and trained like
+phases but are not in the phase sequence (`schedule["controls"]`).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import pyarrow as pa
 from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
 from tasks.core.stage import Stage, StageContext
-from tasks.corpus.params import PhaseParams, ScheduleParams
+from tasks.corpus.params import ControlArmParams, PhaseParams, ScheduleParams
 
 
 def sampling_probabilities(counts: Mapping[str, float], temperature: float) -> dict[str, float]:
@@ -82,6 +87,26 @@ def _phase_languages(
     return sorted(chosen, key=lambda lang: (-counts.get(lang, 0), lang))
 
 
+def _counts(
+    available: Mapping[str, int],
+    reference: Mapping[str, Mapping[str, int]],
+    column_name: str | None,
+    where: str,
+    inherited: Mapping[str, float],
+) -> dict[str, float]:
+    """Each available language's count: the reference column's (a language the column
+    lacks keeps its `inherited` count), or the corpus's characters without a column."""
+    if column_name is None:
+        return dict(available)
+    if column_name not in reference:
+        raise InputError(
+            f"params.yaml: corpus.schedule: {where}: reference_column {column_name!r} is not "
+            f"in language_counts.csv ({', '.join(reference)})"
+        )
+    column = reference[column_name]
+    return {lang: column.get(lang) or inherited.get(lang, 0) for lang in available}
+
+
 def plan_phases(
     available: Mapping[str, int], params: ScheduleParams, reference: Mapping[str, Mapping[str, int]]
 ) -> list[dict[str, Any]]:
@@ -90,18 +115,8 @@ def plan_phases(
     previous: list[str] = []
     previous_counts: Mapping[str, float] = {}
     for phase in params.phases:
-        if params.use_reference_counts:
-            if phase.reference_column not in reference:
-                raise InputError(
-                    f"params.yaml: corpus.schedule: phase {phase.name}: "
-                    f"reference_column {phase.reference_column!r} is not in "
-                    f"language_counts.csv ({', '.join(reference)})"
-                )
-            column = reference[phase.reference_column]
-            # an inherited language the column lacks keeps its previous count
-            counts = {lang: column.get(lang) or previous_counts.get(lang, 0) for lang in available}
-        else:
-            counts = dict(available)
+        column = phase.reference_column if params.use_reference_counts else None
+        counts = _counts(available, reference, column, f"phase {phase.name}", previous_counts)
         languages = _phase_languages(counts, phase, previous)
         phase_counts = {lang: counts[lang] for lang in languages}
         plans.append(
@@ -115,6 +130,32 @@ def plan_phases(
         )
         previous, previous_counts = languages, phase_counts
     return plans
+
+
+def plan_control(
+    control: ControlArmParams,
+    plans: list[dict[str, Any]],
+    available: Mapping[str, int],
+    params: ScheduleParams,
+    reference: Mapping[str, Mapping[str, int]],
+) -> dict[str, Any]:
+    """The control arm's plan: phase `arm_of`'s settings on phase `languages_of`'s languages."""
+    by_name = {plan["name"]: plan for plan in plans}
+    arm, source = by_name[control.arm_of], by_name[control.languages_of]
+    column = control.reference_column if params.use_reference_counts else None
+    counts = _counts(available, reference, column, f"control {control.name}", source["counts"])
+    phase_counts = {lang: counts[lang] for lang in source["languages"]}
+    return {
+        **{key: arm[key] for key in ("temperature", "token_budget", "mask_ratio")},
+        **{key: arm[key] for key in ("sequence_length", "source")},
+        "name": control.name,
+        "reference_column": control.reference_column,
+        "control_of": control.arm_of,
+        "language_rule": f"the languages of {control.languages_of}",
+        "languages": source["languages"],
+        "counts": phase_counts,
+        "probabilities": sampling_probabilities(phase_counts, arm["temperature"]),
+    }
 
 
 def share_curves(plans: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -156,15 +197,17 @@ def run(params: ScheduleParams, inputs: Mapping[str, Path], ctx: StageContext) -
     reference = reference_counts(inputs["reference_counts"]) if params.use_reference_counts else {}
     available = corpus_counts(docs)
     plans = plan_phases(available, params, reference)
+    controls = [plan_control(c, plans, available, params, reference) for c in params.controls]
     schedule = {
         "count_source": "reference" if params.use_reference_counts else "corpus_characters",
         "available_characters": dict(sorted(available.items())),
         "phases": plans,
+        "controls": controls,
     }
     return {
         "schedule": schedule,
         "shares": _csv(share_curves(plans)),
-        "metrics": schedule_metrics(plans),
+        "metrics": schedule_metrics(plans + controls),
     }
 
 

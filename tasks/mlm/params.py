@@ -10,6 +10,15 @@ from tasks.core.ray_train import ScalingParams
 from tasks.core.strict_model import StrictModel
 
 PHASES = ("pretrain", "mid", "decay")
+# control arm → (the phase whose training params it uses, the phase it starts from): the
+# corpus packs it beside its phase (corpus.schedule.controls), same steps and token budget
+CONTROL_ARMS = {"decay_cont": ("decay", "mid")}
+ARMS = PHASES + tuple(CONTROL_ARMS)  # every model the mlm stages train
+
+
+def training_phase(arm: str) -> str:
+    """The phase whose `mlm.phases` section trains `arm` (a control shares its phase's)."""
+    return CONTROL_ARMS[arm][0] if arm in CONTROL_ARMS else arm
 
 
 class PhaseTrainingParams(StrictModel):

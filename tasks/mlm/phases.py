@@ -2,7 +2,10 @@
 
 pretrain starts from a fresh model and opens the pipeline run's MLflow parent run; mid and
 decay start from the previous phase's folder and log child runs under the same parent.
-Each phase's model is registered as a new version of `paperline-mmbert` with its alias.
+The control arm decay_cont (mmBERT's decay-cont) starts from mid, like decay, with decay's
+training params on the mid languages only. Each model is registered as a new version of
+`paperline-mmbert` with its aliases (decay: `decay-all` and `candidate`; the control:
+`decay-cont`).
 
 The phase folders hold no MLflow ids, so the same inputs give the same bytes (and the same
 dvc.lock) whichever door ran them. A run is tagged with the digest of the weights it wrote;
@@ -25,14 +28,15 @@ from tasks.core.progress import get_logger
 from tasks.core.stage import Stage, StageContext
 from tasks.mlm import trainer
 from tasks.mlm.model import load_model, load_tokenizer
-from tasks.mlm.params import PHASES, MlmParams
+from tasks.mlm.params import CONTROL_ARMS, PHASES, MlmParams, training_phase
 from tasks.mlm.train_loop import train_loop
 
 log = get_logger("paperline.mlm")
 ALIASES = {
     "pretrain": ["phase-pretrain"],
     "mid": ["phase-mid"],
-    "decay": ["phase-decay", "candidate"],
+    "decay": ["phase-decay", "decay-all", "candidate"],
+    "decay_cont": ["decay-cont"],
 }
 STATE_FILE = "state.json"  # in each phase's folder: steps, tokens, resumes
 CURVE_FIELDS = ("step", "phase_step", "loss", "learning_rate", "tokens_seen")  # no timings
@@ -58,6 +62,9 @@ def find_phase_run(experiment: str, model_dir: Path) -> Any | None:
 
 
 def previous_phase(phase: str) -> str | None:
+    """The phase whose model `phase` (or a control arm) starts from."""
+    if phase in CONTROL_ARMS:
+        return CONTROL_ARMS[phase][1]
     index = PHASES.index(phase)
     return PHASES[index - 1] if index else None
 
@@ -92,12 +99,16 @@ def curve_csv(rows: list[dict[str, Any]]) -> str:
 
 def phase_card(phase: str, params: MlmParams, manifest: Mapping[str, Any], state: Mapping) -> Any:
     langs = manifest["languages"]
+    what = f"{phase} phase"
+    if phase in CONTROL_ARMS:
+        start = CONTROL_ARMS[phase][1]
+        what = f"{phase} control arm ({training_phase(phase)}'s settings on the {start} languages)"
     top = sorted(manifest["token_share_per_language"].items(), key=lambda kv: -kv[1])[:8]
     mix = ", ".join(f"{lang} {share:.1%}" for lang, share in top)
     return tracking.ModelCard(
         name=f"{params.registered_model} ({phase})",
         summary=(
-            f"mmBERT-style ModernBERT encoder, preset `{params.preset}`, after the {phase} phase "
+            f"mmBERT-style ModernBERT encoder, preset `{params.preset}`, after the {what} "
             f"(mask ratio {manifest['mask_ratio']}, sequence length {manifest['sequence_length']}, "
             f"sampling temperature {manifest['temperature']})."
         ),
@@ -232,7 +243,7 @@ def phase_stage(phase: str) -> Stage:
             "mlm.experiment",
             "mlm.registered_model",
             "mlm.training",
-            f"mlm.phases.{phase}",
+            f"mlm.phases.{training_phase(phase)}",
         ),
         inputs=inputs,
         outputs={

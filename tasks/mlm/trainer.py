@@ -17,7 +17,7 @@ from tasks.core.errors import InputError
 from tasks.core.io import read_json
 from tasks.core.ray_runtime import read_parquet_dataset
 from tasks.core.ray_train import fit_torch
-from tasks.mlm.params import MlmParams
+from tasks.mlm.params import MlmParams, training_phase
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def plan_phase(phase: str, params: MlmParams, shard_dir: Path) -> PhasePlan:
             f"{shard_dir}: {manifest['sequences']} sequences cannot fill one step of "
             f"{world} worker(s) × {training.batch_size}; lower mlm.training.batch_size"
         )
-    phase_params = params.phases[phase]
+    phase_params = params.phases[training_phase(phase)]
     total = math.ceil(phase_params.epochs * per_epoch)
     if phase_params.max_steps:
         total = min(total, phase_params.max_steps)
@@ -66,7 +66,7 @@ def loop_config(
     """The plain-JSON config every worker's `train_loop` receives."""
     training = params.training
     scaling = training.scaling
-    phase = params.phases[plan.phase]
+    phase = params.phases[training_phase(plan.phase)]
     return {
         "phase": plan.phase,
         "preset": params.preset,

@@ -5,9 +5,14 @@ import math
 import pytest
 
 from tasks.core.errors import InputError
-from tasks.corpus.params import ScheduleParams
+from tasks.corpus.params import ControlArmParams, ScheduleParams
 from tasks.corpus.sampling import sample_by_language
-from tasks.corpus.schedule import plan_phases, reference_counts, sampling_probabilities
+from tasks.corpus.schedule import (
+    plan_control,
+    plan_phases,
+    reference_counts,
+    sampling_probabilities,
+)
 from tests.conftest import REPO
 
 COUNTS = {"eng": 1000, "fra": 400, "swa": 50, "zul": 10, "hau": 5}
@@ -54,6 +59,20 @@ def test_phases_take_top_languages_and_nest():
     for earlier, later in zip(plans, plans[1:], strict=False):
         assert set(earlier["languages"]) <= set(later["languages"])
     assert plans[0]["probabilities"] == sampling_probabilities({"eng": 1000, "fra": 400}, 0.7)
+
+
+def test_a_control_arm_takes_its_phase_settings_on_the_earlier_languages():
+    params = _params((2, 0.7, "a"), (3, 0.5, "a"), ("all", 0.3, "a"))
+    plans = plan_phases(COUNTS, params, {})
+    control = ControlArmParams(name="p2_cont", arm_of="p2", languages_of="p1")
+    arm = plan_control(control, plans, COUNTS, params, {})
+    assert arm["languages"] == plans[1]["languages"] == ["eng", "fra", "swa"]
+    for key in ("temperature", "token_budget", "mask_ratio", "sequence_length"):
+        assert arm[key] == plans[2][key]
+    assert arm["probabilities"] == sampling_probabilities({"eng": 1000, "fra": 400, "swa": 50}, 0.3)
+    assert arm["control_of"] == "p2" and arm["name"] == "p2_cont"
+    with pytest.raises(ValueError, match="arm_of 'p9' is not a phase"):
+        ScheduleParams(phases=params.phases, controls=[{"arm_of": "p9", "languages_of": "p1"}])
 
 
 def test_reference_counts_rank_by_the_phase_column_and_keep_earlier_languages():

@@ -184,3 +184,34 @@ def test_tiers_are_the_phase_a_language_first_appears_in():
     table = tier_table({"pretrain": by_tier, "mid": by_tier, "decay": by_tier})
     assert "| decay (1 languages) | 6.000 | 6.000 | 6.000 |" in table
     assert "| mid" not in table
+
+
+def test_decay_claims_pair_the_arms_over_languages_and_can_fail():
+    import numpy as np
+
+    from tasks.mlm.evaluate import NO_HARM_MARGIN, decay_claims
+
+    rng = np.random.default_rng(0)
+    late = [f"l{i}" for i in range(30)]
+    early = [f"e{i}" for i in range(10)]
+    tiers = {**dict.fromkeys(late, "decay"), **dict.fromkeys(early, "pretrain")}
+    cont = {lang: 7 + rng.normal(0, 0.3) for lang in late + early}
+
+    def losses(shift_late, shift_early):
+        noise = {lang: rng.normal(0, 0.02) for lang in cont}
+        return {
+            "decay": {
+                lang: {"loss": cont[lang] + noise[lang] + (shift_late if lang in late else 0)}
+                for lang in late
+            }
+            | {lang: {"loss": cont[lang] + noise[lang] + shift_early} for lang in early},
+            "decay_cont": {lang: {"loss": value} for lang, value in cont.items()},
+        }
+
+    helps, keeps = decay_claims(losses(-0.2, 0.0), tiers)
+    assert helps.verdict == "supported" and helps.n == 30 and helps.ci_high < 0
+    assert keeps.verdict == "supported" and keeps.null == NO_HARM_MARGIN and keeps.n == 10
+    hurts, harms = decay_claims(losses(0.2, 0.3), tiers)
+    assert hurts.verdict == "contradicted" and harms.verdict == "contradicted"
+    neither, _ = decay_claims(losses(0.0, 0.0), tiers)
+    assert neither.verdict == "inconclusive"

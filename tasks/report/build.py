@@ -1,0 +1,57 @@
+"""`report.build`: every area's claims.json into reports/REPORT.md, reports/index.html, a
+forest plot per area (reports/figures/, also `dvc plots`) and the verdict counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+from tasks.core.evidence import Claim, read_claims
+from tasks.core.io import Folder
+from tasks.core.stage import Stage, StageContext
+from tasks.report.figures import forest_plot
+from tasks.report.params import ReportParams
+from tasks.report.render import render, sections
+
+# stage → the claims.json it writes (a test checks this lists every one); one report
+# section per area, in this order
+CLAIMS = {
+    "mlm.evaluate": "models/mmbert/claims.json",
+}
+
+
+def run(params: ReportParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
+    claims: dict[str, list[Claim]] = {}
+    for stage in CLAIMS:
+        claims.setdefault(stage.split(".")[0], []).extend(read_claims(inputs[stage]))
+    claims = {area: found for area, found in claims.items() if found}
+    figures = {
+        area: forest_plot(f"{found[0].paper} ({area})", found) for area, found in claims.items()
+    }
+    markdown, page = render(params.title, params.profile, sections(claims, figures))
+    counts = Counter(claim.verdict for found in claims.values() for claim in found)
+    return {
+        "markdown": markdown,
+        "html": page,
+        "figures": Folder({f"{area}.png": png for area, png in figures.items()}),
+        "verdicts": {
+            "claims": sum(counts.values()),
+            **{v: counts[v] for v in ("supported", "contradicted", "inconclusive")},
+        },
+    }
+
+
+STAGE = Stage(
+    name="report.build",
+    run=run,
+    params_key="report",
+    inputs=CLAIMS,
+    outputs={
+        "markdown": "reports/REPORT.md",
+        "html": "reports/index.html",
+        "figures": "reports/figures",
+        "verdicts": "reports/verdicts.json",
+    },
+    headline="reports/verdicts.json:supported",
+)

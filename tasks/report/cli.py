@@ -1,0 +1,44 @@
+"""`paperline report …`: build the reproduction report, or show its verdicts."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(help="The reproduction report: every paper's claims with intervals and verdicts.")
+
+
+@app.command("build")
+def report_build() -> None:
+    """Write reports/REPORT.md, reports/index.html and reports/figures/ from the areas'
+    claims.json files as they are now (`paperline repro report-build` also brings stale
+    claims up to date first)."""
+    from tasks.core.paths import repo_root
+    from tasks.core.stage import run_stage
+
+    for role, path in run_stage("report.build", repo_root()).items():
+        typer.echo(f"{role}: {path}")
+
+
+@app.command("show")
+def report_show() -> None:
+    """Print every claim's estimate, interval and verdict from the areas' claims.json."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tasks.core.evidence import read_claims
+    from tasks.core.paths import repo_root
+    from tasks.report.build import CLAIMS
+    from tasks.report.render import number
+
+    table = Table("claim", "metric", "estimate [95% CI]", "n", "verdict")
+    colour = {"supported": "green", "contradicted": "red", "inconclusive": "yellow"}
+    for path in CLAIMS.values():
+        for claim in read_claims(repo_root() / path):
+            table.add_row(
+                claim.id,
+                claim.metric,
+                f"{number(claim.estimate)} [{number(claim.ci_low)}, {number(claim.ci_high)}]",
+                f"{claim.n} {claim.unit}",
+                f"[{colour[claim.verdict]}]{claim.verdict}[/]",
+            )
+    Console().print(table)

@@ -1,0 +1,107 @@
+"""The reproduction report: one page that opens without a server, every figure it names
+loads, a broken claims file stops it with one line, and it reads every area's claims."""
+
+import base64
+import io
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+from PIL import Image
+
+from tasks.core import evidence
+from tasks.core.errors import InputError
+from tasks.core.stage import StageContext, find_stage
+from tasks.report import build
+from tasks.report.params import ReportParams
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def claims_file(folder: Path, area: str, verdicts: list[str], name: str = "") -> Path:
+    claims = []
+    for index, expect in enumerate(verdicts):
+        low, high = {"supported": (0.1, 0.3), "contradicted": (-0.3, -0.1)}.get(expect, (-0.1, 0.3))
+        estimate = evidence.Estimate((low + high) / 2, low, high, 30, "queries", "BCa bootstrap")
+        claims.append(
+            evidence.Claim.of(
+                estimate,
+                "greater",
+                id=f"{area}.claim_{index}",
+                paper=f"Paper of {area}",
+                claim="Method A beats method B <b>clearly</b>.",
+                paper_value="+5 points",
+                metric="nDCG@10 difference",
+                arms=["A", "B"],
+                simplifications=["a tiny model"],
+                reproduce=f"dvc repro {area}-evaluate",
+            )
+        )
+    path = folder / f"{name or area}.json"
+    evidence.write_claims(path, claims)
+    return path
+
+
+class Images(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.sources = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs)["src"])
+
+
+def test_the_report_is_one_page_whose_figures_load(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "CLAIMS", {"one.evaluate": "a", "two.a": "b", "two.b": "c"})
+    inputs = {
+        "one.evaluate": claims_file(tmp_path, "one", ["supported", "inconclusive"]),
+        "two.a": claims_file(tmp_path, "two", ["contradicted"]),
+        "two.b": claims_file(tmp_path, "two", [], name="empty"),  # one area, two stages
+    }
+    outputs = build.run(ReportParams(), inputs, StageContext.at(tmp_path))
+
+    assert outputs["verdicts"] == {
+        "claims": 3,
+        "supported": 1,
+        "contradicted": 1,
+        "inconclusive": 1,
+    }
+    markdown = outputs["markdown"]
+    assert "| Paper of one | `one.claim_0` nDCG@10 difference | 0.2 [0.1, 0.3] |" in markdown
+    assert "![Paper of two: estimates with 95% intervals](figures/two.png)" in markdown
+    assert set(outputs["figures"]) == {"one.png", "two.png"}
+
+    page = outputs["html"]
+    assert "&lt;b&gt;clearly&lt;/b&gt;" in page  # claim texts are escaped
+    parser = Images()
+    parser.feed(page)
+    assert len(parser.sources) == 2
+    for source in parser.sources:  # embedded: the page needs no server and no other file
+        assert source.startswith("data:image/png;base64,")
+        image = Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1])))
+        image.load()
+        assert image.width > 100 and image.height > 50
+
+
+def test_a_claims_file_missing_a_field_stops_the_report_with_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "CLAIMS", {"one.evaluate": "a"})
+    path = claims_file(tmp_path, "one", ["supported"])
+    rows = json.loads(path.read_text())
+    del rows["claims"][0]["unit"]
+    path.write_text(json.dumps(rows))
+    with pytest.raises(InputError, match=r"one.json: claim one.claim_0: unit: Field required"):
+        build.run(ReportParams(), {"one.evaluate": path}, StageContext.at(tmp_path))
+
+
+def test_the_report_reads_every_claims_file_the_pipeline_writes():
+    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    written = {}
+    for name in stages:
+        declared = find_stage(name)
+        if "claims" in declared.outputs:
+            written[declared.name] = declared.outputs["claims"]
+    assert written == build.CLAIMS
+    assert build.STAGE.inputs == written
