@@ -150,19 +150,30 @@ LANGUAGES = {
 }
 
 
-def batch(
+def examples(
     language: Language, rng: np.random.Generator, size: int, min_length: int, max_length: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """`size` examples with lengths uniform in [min_length, max_length], right-padded."""
-    examples = [
+) -> list[Example]:
+    """`size` examples with lengths uniform in [min_length, max_length]."""
+    return [
         language.sample(rng, int(rng.integers(min_length, max_length + 1))) for _ in range(size)
     ]
-    width = max(len(inputs) for inputs, _, _ in examples)
-    inputs = torch.zeros(size, width, dtype=torch.long)
-    targets = torch.zeros(size, width, dtype=torch.long)
-    mask = torch.zeros(size, width, dtype=torch.bool)
-    for row, (x, y, m) in enumerate(examples):
+
+
+def collate(rows: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Examples as right-padded (inputs, targets, mask) tensors."""
+    width = max(len(inputs) for inputs, _, _ in rows)
+    inputs = torch.zeros(len(rows), width, dtype=torch.long)
+    targets = torch.zeros(len(rows), width, dtype=torch.long)
+    mask = torch.zeros(len(rows), width, dtype=torch.bool)
+    for row, (x, y, m) in enumerate(rows):
         inputs[row, : len(x)] = torch.tensor(x)
         targets[row, : len(y)] = torch.tensor(y)
         mask[row, : len(m)] = torch.tensor(m)
     return inputs, targets, mask
+
+
+def batch(
+    language: Language, rng: np.random.Generator, size: int, min_length: int, max_length: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`size` examples with lengths uniform in [min_length, max_length], right-padded."""
+    return collate(examples(language, rng, size, min_length, max_length))

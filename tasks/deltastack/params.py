@@ -60,6 +60,13 @@ class LengthParams(StrictModel):
         min_length=2,
         description="edges of the test-length buckets (inclusive ends); the last is longest",
     )
+    in_distribution: list[int] = Field(
+        default_factory=lambda: [41, 60],
+        min_length=2,
+        max_length=2,
+        description="[min, max] of the in-distribution set: lengths inside the training range, "
+        "drawn from their own RNG stream",
+    )
 
     @model_validator(mode="after")
     def _ordered(self) -> LengthParams:
@@ -67,6 +74,12 @@ class LengthParams(StrictModel):
             raise ValueError("train_min must not exceed train_max")
         if sorted(set(self.test_buckets)) != self.test_buckets:
             raise ValueError("test_buckets must be strictly increasing")
+        low, high = self.in_distribution
+        if not self.train_min <= low <= high <= self.train_max:
+            raise ValueError(
+                f"in_distribution [{low}, {high}] must lie inside the training lengths "
+                f"[{self.train_min}, {self.train_max}]"
+            )
         return self
 
 

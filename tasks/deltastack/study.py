@@ -5,8 +5,10 @@ a worker group for nothing); it reports every `eval_every` steps with a checkpoi
 killed study resumes: finished trials are kept, unfinished ones restart from their last
 checkpoint. MLflow's Tune callback runs in this process (one writer for the SQLite store)
 and logs each trial as a child of one study run, which also gets the table and curves.
-Outputs: `results.json` (dvc metrics), `results.md` (the table), `curves/<task>.csv`
-(dvc plots: accuracy by test length, one column per model).
+Outputs: `results.json` (dvc metrics), `results.md` (the table: in-distribution accuracy
+beside accuracy at the longest test lengths), `curves/<task>.csv` (dvc plots: accuracy by
+test length, one column per model) and `claims.json` (the paper's claims against the
+per-sequence comparisons, tasks/deltastack/claims.py).
 """
 
 from __future__ import annotations
@@ -18,11 +20,22 @@ from typing import Any
 
 import numpy as np
 
-from tasks.core import ray_runtime, tracking
+from tasks.core import evidence, ray_runtime, tracking
+from tasks.core.evidence import Estimate, claims_value
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Stage, StageContext
+from tasks.deltastack.baseline import baseline_sequences
+from tasks.deltastack.claims import (
+    CONTEXT_FREE,
+    SETS,
+    Sequences,
+    TaskEvidence,
+    build_claims,
+    task_evidence,
+    units,
+)
 from tasks.deltastack.params import DeltaStackParams
 from tasks.deltastack.train import bucket_name, buckets, train_trial
 
@@ -101,85 +114,148 @@ def run_grid(params: DeltaStackParams, ctx: StageContext, parent_run: str) -> li
     return rows
 
 
-def summarize(rows: list[dict], params: DeltaStackParams) -> dict[str, Any]:
-    """Mean over seeds per task, model and bucket; does DeltaStack beat DeltaNet at the
-    longest lengths by more than the measurement noise?"""
+def pooled_sequences(rows: list[dict], params: DeltaStackParams) -> dict[str, Sequences]:
+    """Per task, each arm's per-sequence accuracies on the in-distribution set and the
+    longest bucket, concatenated over seeds in seed order: position i is the same test
+    sequence for every arm, the majority-answer baseline included."""
+    pooled: dict[str, Sequences] = {}
+    for task in params.tasks:
+        arms: Sequences = {m: {s: [] for s in SETS} for m in (*params.models, "baseline")}
+        for seed in params.budget.seeds:
+            for model in params.models:
+                (row,) = [
+                    r for r in rows if (r["task"], r["model"], r["seed"]) == (task, model, seed)
+                ]
+                for name in SETS:
+                    arms[model][name] += row[f"sequences_{name}"]
+            for name, scores in baseline_sequences(task, seed, params).items():
+                arms["baseline"][name] += scores
+        pooled[task] = arms
+    return pooled
+
+
+def model_summary(own: list[dict], names: list[str]) -> dict[str, Any]:
+    """One model on one task, mean over seeds: token accuracy per bucket and inside."""
+    by_length = {n: round(float(np.mean([r[f"accuracy_{n}"] for r in own])), 4) for n in names}
+    return {
+        "in_distribution_accuracy": round(
+            float(np.mean([r["accuracy_in_distribution"] for r in own])), 4
+        ),
+        "test_accuracy": round(float(np.mean(list(by_length.values()))), 4),
+        "longest_accuracy": by_length[names[-1]],
+        "by_length": by_length,
+        "train_accuracy": round(float(np.mean([r["train_accuracy"] for r in own])), 4),
+    }
+
+
+def interval(estimate: Estimate) -> dict[str, float]:
+    return {
+        "estimate": round(estimate.value, 4),
+        "ci_low": round(estimate.low, 4),
+        "ci_high": round(estimate.high, 4),
+    }
+
+
+def comparison_summary(found: TaskEvidence) -> dict[str, Any]:
+    """DeltaStack − DeltaNet on the longest bucket: better / worse / tie by its interval,
+    "at chance" when neither arm beats the baseline there."""
+    difference = found.versus.difference
+    side = evidence.verdict(difference, "greater")
+    answer = {"supported": "better", "contradicted": "worse", "inconclusive": "tie"}[side]
+    answer = "at chance" if found.at_chance else answer
+    return {
+        "deltastack_minus_deltanet": interval(difference),
+        "p_value": round(found.versus.p_value, 4),
+        "at_chance": found.at_chance,
+        "deltastack_vs_deltanet": answer,
+        "deltastack_beats_deltanet": answer == "better",
+    }
+
+
+def summarize(
+    rows: list[dict], params: DeltaStackParams
+) -> tuple[dict[str, Any], list[TaskEvidence]]:
+    """Mean over seeds per task, model and bucket; the per-sequence intervals against the
+    baseline and between DeltaStack and DeltaNet at the longest lengths."""
     names = [bucket_name(b) for b in buckets(params.lengths.test_buckets)]
     longest = names[-1]
-    sequences = params.budget.eval_examples * len(params.budget.seeds)
+    sequences = pooled_sequences(rows, params)
+    unit_names = units(params, longest)
     tasks: dict[str, Any] = {}
+    found = []
     for task in params.tasks:
+        task_found = task_evidence(task, sequences[task], unit_names)
+        found.append(task_found)
+        baseline = sequences[task]["baseline"]
         models = {}
         for model in params.models:
             own = [r for r in rows if r["task"] == task and r["model"] == model]
-            by_length = {
-                n: round(float(np.mean([r[f"accuracy_{n}"] for r in own])), 4) for n in names
+            models[model] = model_summary(own, names) | {
+                f"{name}_over_chance": interval(task_found.over_baseline[model][name])
+                for name in SETS
             }
-            models[model] = {
-                "test_accuracy": round(float(np.mean(list(by_length.values()))), 4),
-                "longest_accuracy": by_length[longest],
-                "by_length": by_length,
-                "train_accuracy": round(float(np.mean([r["train_accuracy"] for r in own])), 4),
-            }
-        entry: dict[str, Any] = {"models": models}
-        if {"deltastack", "deltanet"} <= set(models):
-            ours = models["deltastack"]["longest_accuracy"]
-            theirs = models["deltanet"]["longest_accuracy"]
-            margin, noise = ours - theirs, noise_margin(ours, theirs, sequences)
-            verdict = "tie" if abs(margin) <= noise else "better" if margin > 0 else "worse"
-            entry |= {
-                "deltastack_minus_deltanet": round(margin, 4),
-                "noise_margin": round(noise, 4),
-                "deltastack_vs_deltanet": verdict,
-                "deltastack_beats_deltanet": verdict == "better",
-            }
+        entry: dict[str, Any] = {
+            "chance": {name: round(float(np.mean(baseline[name])), 4) for name in SETS},
+            "models": models,
+        }
+        if task_found.versus is not None:
+            entry |= comparison_summary(task_found)
         tasks[task] = entry
     wins = [t for t, e in tasks.items() if e.get("deltastack_beats_deltanet")]
-    return {
+    results = {
         "preset": params.preset,
         "trials": len(rows),
         "seeds": params.budget.seeds,
         "steps": params.budget.steps,
+        "in_distribution_lengths": params.lengths.in_distribution,
         "longest_bucket": longest,
-        "test_sequences_per_bucket": sequences,
+        "test_sequences_per_bucket": params.budget.eval_examples * len(params.budget.seeds),
         "deltastack_beats_deltanet": len(wins),
         "tasks": tasks,
     }
-
-
-def noise_margin(ours: float, theirs: float, sequences: int) -> float:
-    """Two standard errors of the difference of two accuracies measured on `sequences` test
-    sequences each. Sequences, not tokens, are the independent units (a sequence's tokens
-    are scored together), so this is conservative for tasks with many tokens per sequence."""
-    variance = (ours * (1 - ours) + theirs * (1 - theirs)) / max(1, sequences)
-    return 2 * float(np.sqrt(variance))
-
-
-CONTEXT_FREE = ("dyck", "reverse_string", "stack_manipulation")
+    return results, found
 
 
 def table_markdown(results: dict[str, Any], params: DeltaStackParams) -> str:
     longest = results["longest_bucket"]
+    low, high = params.lengths.in_distribution
+    header = [f"{m} {kind}" for m in params.models for kind in ("in-dist", longest)]
     lines = [
-        f"# DeltaStack vs DeltaNet: accuracy at test lengths {longest}",
+        f"# DeltaStack vs DeltaNet: accuracy in-distribution and at test lengths {longest}",
         "",
         f"Preset `{results['preset']}`: {results['steps']} steps, seeds {results['seeds']}, "
         f"train lengths {params.lengths.train_min}–{params.lengths.train_max}. Masked per-token "
-        "accuracy, mean over seeds. The paper expects DeltaStack ahead on the context-free tasks "
-        f"({', '.join(CONTEXT_FREE)}). A difference within ± two standard errors "
-        f"({results['test_sequences_per_bucket']} test sequences per bucket) is a tie.",
+        f"accuracy, mean over seeds, on in-distribution lengths {low}–{high} (own RNG stream) "
+        f"and on test lengths {longest}. Chance: the majority-answer baseline on the same "
+        "sequences (in-dist / longest). The paper expects DeltaStack ahead on the context-free "
+        f"tasks ({', '.join(CONTEXT_FREE)}). The last column: DeltaStack − DeltaNet per-sequence "
+        f"accuracy at {longest} with its 95% interval, paired over the "
+        f"{results['test_sequences_per_bucket']} test sequences (all seeds); a tie when the "
+        "interval holds 0, at chance when neither model beats the baseline there.",
         "",
-        "| task | " + " | ".join(params.models) + " | DeltaStack beats DeltaNet? |",
-        "|---|" + "---|" * (len(params.models) + 1),
+        "| task | chance | " + " | ".join(header) + " | DeltaStack − DeltaNet |",
+        "|---|---|" + "---|" * (len(header) + 1),
     ]
     for task, entry in results["tasks"].items():
-        cells = [f"{entry['models'][m]['longest_accuracy']:.3f}" for m in params.models]
+        chance = entry["chance"]
+        cells = [
+            f"{entry['models'][m][key]:.3f}"
+            for m in params.models
+            for key in ("in_distribution_accuracy", "longest_accuracy")
+        ]
         verdict = "—"
         if "deltastack_vs_deltanet" in entry:
-            answer = {"better": "yes", "worse": "no", "tie": "tie"}[entry["deltastack_vs_deltanet"]]
-            margin, noise = entry["deltastack_minus_deltanet"], entry["noise_margin"]
-            verdict = f"{answer} ({margin:+.3f} ± {noise:.3f})"
-        lines.append(f"| {task} | " + " | ".join(cells) + f" | {verdict} |")
+            answer = {"better": "yes", "worse": "no", "tie": "tie", "at chance": "at chance"}
+            gap = entry["deltastack_minus_deltanet"]
+            verdict = (
+                f"{answer[entry['deltastack_vs_deltanet']]} ({gap['estimate']:+.3f} "
+                f"[{gap['ci_low']:+.3f}, {gap['ci_high']:+.3f}])"
+            )
+        lines.append(
+            f"| {task} | {chance['in_distribution']:.3f} / {chance['longest']:.3f} | "
+            + " | ".join(cells)
+            + f" | {verdict} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -221,12 +297,14 @@ def run(params: DeltaStackParams, inputs: Mapping[str, Path], ctx: StageContext)
             }
         )
         rows = run_grid(params, ctx, parent.info.run_id)
-        results = summarize(rows, params)
+        results, found = summarize(rows, params)
+        claims = claims_value(build_claims(found, params, results["longest_bucket"]))
         table = table_markdown(results, params)
         curves = Folder(
             {f"{task}.csv": curves_csv(entry, params) for task, entry in results["tasks"].items()}
         )
         mlflow.log_dict(results, "results.json")
+        mlflow.log_dict(claims, "claims.json")
         mlflow.log_text(table, "results.md")
         for name, text in curves.items():
             mlflow.log_text(text, f"curves/{name}")
@@ -234,12 +312,13 @@ def run(params: DeltaStackParams, inputs: Mapping[str, Path], ctx: StageContext)
     for task, entry in results["tasks"].items():
         if "deltastack_minus_deltanet" in entry:
             log.info(
-                "deltastack %s: DeltaStack − DeltaNet at %s = %+.3f",
+                "deltastack %s: DeltaStack − DeltaNet at %s = %+.3f (%s)",
                 task,
                 results["longest_bucket"],
-                entry["deltastack_minus_deltanet"],
+                entry["deltastack_minus_deltanet"]["estimate"],
+                entry["deltastack_vs_deltanet"],
             )
-    return {"results": results, "table": table, "curves": curves}
+    return {"results": results, "table": table, "curves": curves, "claims": claims}
 
 
 STAGE = Stage(
@@ -251,6 +330,7 @@ STAGE = Stage(
         "results": "models/deltastack/results.json",
         "table": "models/deltastack/results.md",
         "curves": "models/deltastack/curves",
+        "claims": "models/deltastack/claims.json",
     },
     uses_ray=True,
     headline="models/deltastack/results.json:deltastack_beats_deltanet",

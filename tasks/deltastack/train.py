@@ -4,20 +4,27 @@ DeltaStack's recipe: AdamW (no weight decay on the embedding), linear warmup ove
 the steps then cosine to `min_learning_rate`, gradient clipping at 1.0, cross-entropy on
 the masked positions only; accuracy is per masked token, pooled over a bucket. Test sets are
 fixed per (task, seed), so every model of a seed sees the same test examples; DeltaStack
-models read them with `eval_stack_size` slots.
+models read them with `eval_stack_size` slots. Beside the test-length buckets, an
+in-distribution set (lengths inside the training range) says whether a model learned the
+task at all. Each purpose draws from its own RNG stream of (task, seed): training batches,
+test buckets, the in-distribution set and the baseline's sample never share a generator.
+The last report also carries per-sequence accuracies (share of a sequence's scored tokens
+that are right) for the in-distribution set and the longest bucket, in the sets' order,
+for comparisons paired over sequences.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from tasks.deltastack.languages import LANGUAGES, Language, batch
+from tasks.deltastack.languages import LANGUAGES, Example, Language, batch, collate, examples
 from tasks.deltastack.models import SequenceModel
 from tasks.deltastack.params import TASKS, DeltaStackParams
 
@@ -33,38 +40,94 @@ def bucket_name(bucket: tuple[int, int]) -> str:
     return f"{bucket[0]}-{bucket[1]}"
 
 
+# one RNG stream per purpose, keyed (task, seed, purpose)
+TRAINING_STREAM, TEST_STREAM, IN_DISTRIBUTION_STREAM, BASELINE_STREAM = 0, 1, 2, 3
+IN_DISTRIBUTION = "in_distribution"
+
+
+def stream(task: str, seed: int, purpose: int) -> np.random.Generator:
+    return np.random.default_rng([TASKS.index(task), seed, purpose])
+
+
+def training_examples(
+    language: Language, rng: np.random.Generator, params: DeltaStackParams
+) -> list[Example]:
+    """The next training batch's examples from the stream `rng` (lengths uniform in the
+    training range)."""
+    lengths = params.lengths
+    return examples(language, rng, params.budget.batch_size, lengths.train_min, lengths.train_max)
+
+
+def training_batch(language: Language, rng: np.random.Generator, params: DeltaStackParams):
+    return collate(training_examples(language, rng, params))
+
+
+def fixed_batches(
+    language: Language, rng: np.random.Generator, params: DeltaStackParams, low: int, high: int
+) -> list:
+    """`eval_examples` examples with lengths in [low, high], in batches of `batch_size`."""
+    size, chunk = params.budget.eval_examples, params.budget.batch_size
+    sizes = [min(chunk, size - start) for start in range(0, size, chunk)]
+    return [batch(language, rng, n, low, high) for n in sizes]
+
+
 def test_sets(language: Language, seed: int, params: DeltaStackParams) -> dict[str, list]:
     """Per bucket, the fixed test batches (the same for every model of this task and seed)."""
-    rng = np.random.default_rng([TASKS.index(language.name), seed, 1])
-    size, chunk = params.budget.eval_examples, params.budget.batch_size
-    sets = {}
-    for bucket in buckets(params.lengths.test_buckets):
-        sizes = [min(chunk, size - start) for start in range(0, size, chunk)]
-        sets[bucket_name(bucket)] = [batch(language, rng, n, *bucket) for n in sizes]
-    return sets
+    rng = stream(language.name, seed, TEST_STREAM)
+    return {
+        bucket_name(bucket): fixed_batches(language, rng, params, *bucket)
+        for bucket in buckets(params.lengths.test_buckets)
+    }
+
+
+def in_distribution_set(language: Language, seed: int, params: DeltaStackParams) -> list:
+    """Fixed batches at lengths inside the training range, from their own stream."""
+    rng = stream(language.name, seed, IN_DISTRIBUTION_STREAM)
+    return fixed_batches(language, rng, params, *params.lengths.in_distribution)
 
 
 def masked_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits[mask], targets[mask])
 
 
+def sequence_accuracies(
+    predicted: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor
+) -> list[float]:
+    """Per row, the share of its scored positions predicted right."""
+    hits = ((predicted == targets) & mask).sum(dim=1).double()
+    return (hits / mask.sum(dim=1).clamp(min=1)).tolist()
+
+
+@dataclass
+class BucketScore:
+    """A model on one set: scored tokens right and in all, and each sequence's accuracy."""
+
+    correct: int = 0
+    total: int = 0
+    per_sequence: list[float] = field(default_factory=list)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.total if self.total else float("nan")
+
+
 @torch.no_grad()
 def evaluate(
     model: SequenceModel, sets: dict[str, list], stack_size: int, device: torch.device
-) -> dict[str, float]:
+) -> dict[str, BucketScore]:
     model.eval()
     model.set_stack_size(stack_size)
-    accuracy = {}
+    scores = {}
     for name, batches in sets.items():
-        correct = total = 0
+        score = scores[name] = BucketScore()
         for inputs, targets, mask in batches:
             inputs, targets, mask = inputs.to(device), targets.to(device), mask.to(device)
             predicted = model(inputs).argmax(-1)
-            correct += int((predicted[mask] == targets[mask]).sum())
-            total += int(mask.sum())
-        accuracy[name] = correct / total if total else float("nan")
+            score.correct += int((predicted[mask] == targets[mask]).sum())
+            score.total += int(mask.sum())
+            score.per_sequence += sequence_accuracies(predicted, targets, mask)
     model.train()
-    return accuracy
+    return scores
 
 
 def schedule(step: int, steps: int, warmup_share: float, floor: float) -> float:
@@ -107,13 +170,13 @@ def train_trial(
 ) -> dict[str, float]:
     """Train, reporting metrics (and a resumable state) every `eval_every` steps and at the
     end; returns the last test accuracies per bucket."""
-    budget, lengths = params.budget, params.lengths
+    budget = params.budget
     device = device or torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(seed)
     language = LANGUAGES[task]
     model, optimizer, scheduler = build(task, kind, params)
     model.to(device)
-    rng = np.random.default_rng([TASKS.index(task), seed, 0])
+    rng = stream(task, seed, TRAINING_STREAM)
     start = 0
     if resume:
         model.load_state_dict(resume["model"])
@@ -121,13 +184,11 @@ def train_trial(
         scheduler.load_state_dict(resume["scheduler"])
         rng.bit_generator.state, start = resume["rng"], resume["step"]
     sets = test_sets(language, seed, params)
+    seen = {IN_DISTRIBUTION: in_distribution_set(language, seed, params)}
     running_loss, running_correct, running_total = 0.0, 0, 0
     accuracy: dict[str, float] = {}
     for step in range(start + 1, budget.steps + 1):
-        inputs, targets, mask = (
-            t.to(device)
-            for t in batch(language, rng, budget.batch_size, lengths.train_min, lengths.train_max)
-        )
+        inputs, targets, mask = (t.to(device) for t in training_batch(language, rng, params))
         logits = model(inputs)
         loss = masked_loss(logits, targets, mask)
         optimizer.zero_grad(set_to_none=True)
@@ -140,8 +201,9 @@ def train_trial(
         running_total += int(mask.sum())
         if step % budget.eval_every and step != budget.steps:
             continue
-        accuracy = evaluate(model, sets, budget.model.eval_stack_size, device)
-        model.set_stack_size(budget.model.stack_size)
+        scores = evaluate(model, sets, budget.model.eval_stack_size, device)
+        inside = evaluate(model, seen, budget.model.stack_size, device)[IN_DISTRIBUTION]
+        accuracy = {name: score.accuracy for name, score in scores.items()}
         window = budget.eval_every if step % budget.eval_every == 0 else step % budget.eval_every
         metrics = {
             "step": step,
@@ -149,6 +211,10 @@ def train_trial(
             "train_accuracy": running_correct / max(1, running_total),
             "test_accuracy": float(np.nanmean(list(accuracy.values()))),
             **{f"accuracy_{name}": value for name, value in accuracy.items()},
+            f"accuracy_{IN_DISTRIBUTION}": inside.accuracy,
+            # lists: Tune keeps them in the result, MLflow's callback skips non-numbers
+            f"sequences_{IN_DISTRIBUTION}": inside.per_sequence,
+            "sequences_longest": list(scores.values())[-1].per_sequence,
         }
         state = {
             "model": model.state_dict(),

@@ -1,4 +1,5 @@
-"""DeltaStack's parts: the delta rule's two forms, the stack's semantics, tasks, resume."""
+"""DeltaStack's parts: the delta rule's two forms, the stack's semantics, tasks, resume,
+the baseline, the paired summary and the claims."""
 
 import io
 
@@ -8,12 +9,14 @@ import torch
 
 from tasks.core.errors import ParamsError
 from tasks.core.params import parse_params
+from tasks.deltastack.baseline import baseline_sequences, constant_accuracies, majority_answer
+from tasks.deltastack.claims import SETS, build_claims
 from tasks.deltastack.delta_rule import delta_rule_chunkwise, delta_rule_recurrent
 from tasks.deltastack.languages import LANGUAGES, batch
 from tasks.deltastack.layers import DeltaNet, DeltaStack
-from tasks.deltastack.params import Budget, DeltaStackParams, ModelParams
+from tasks.deltastack.params import Budget, DeltaStackParams, LengthParams, ModelParams
 from tasks.deltastack.study import summarize, table_markdown
-from tasks.deltastack.train import buckets, train_trial
+from tasks.deltastack.train import buckets, sequence_accuracies, train_trial
 
 
 def _inputs(length, d_k=8, d_v=6, seed=0):
@@ -139,7 +142,7 @@ def _params(**budget):
         eval_examples=4,
         model=ModelParams(d_model=16, num_layers=1, num_heads=2, stack_size=8, eval_stack_size=16),
     )
-    lengths = {"train_min": 3, "train_max": 8, "test_buckets": [8, 12]}
+    lengths = {"train_min": 3, "train_max": 8, "test_buckets": [8, 12], "in_distribution": [5, 8]}
     return DeltaStackParams(
         budgets={"t": tiny.model_copy(update=budget)}, preset="t", lengths=lengths
     )
@@ -170,48 +173,136 @@ def test_a_trial_resumed_from_its_checkpoint_ends_where_an_unbroken_one_does():
     assert [m["step"] for m in resumed_reports] == [4, 6]
     assert resumed == unbroken
     assert resumed_reports[-1]["loss"] == pytest.approx(states[-1][0]["loss"], rel=1e-5)
+    assert resumed_reports[-1]["sequences_longest"] == states[-1][0]["sequences_longest"]
 
 
-def _summary(accuracies, eval_examples):
+def test_a_trial_reports_one_accuracy_per_test_sequence_inside_and_at_the_longest_lengths():
+    reports = []
+    train_trial("parity", "deltanet", 0, _params(), lambda m, s: reports.append(m))
+    last = reports[-1]
+    for name in ("in_distribution", "longest"):
+        assert len(last[f"sequences_{name}"]) == 4
+        assert set(last[f"sequences_{name}"]) <= {0.0, 1.0}  # one scored token per sequence
+    assert last["accuracy_in_distribution"] == pytest.approx(
+        np.mean(last["sequences_in_distribution"])
+    )
+    assert last["accuracy_8-12"] == pytest.approx(np.mean(last["sequences_longest"]))
+
+
+def test_sequence_accuracy_is_the_share_of_a_rows_scored_tokens():
+    predicted = torch.tensor([[1, 2, 2, 0], [1, 1, 0, 0]])
+    targets = torch.tensor([[1, 2, 1, 0], [0, 2, 0, 0]])
+    mask = torch.tensor([[True, True, True, False], [False, True, False, False]])
+    assert sequence_accuracies(predicted, targets, mask) == pytest.approx([2 / 3, 0.0])
+
+
+def test_the_baseline_answers_the_majority_token_of_the_training_distribution():
+    params = _params(eval_examples=400)
+    assert majority_answer("parity", 0, params) in (1, 2)
+    scores = baseline_sequences("parity", 0, params)
+    assert len(scores["longest"]) == 400 and set(scores["longest"]) <= {0.0, 1.0}
+    assert np.mean(scores["longest"]) == pytest.approx(0.5, abs=0.08)  # parity: a coin
+    reverse = batch(LANGUAGES["reverse_string"], np.random.default_rng(0), 3, 4, 4)
+    inputs = reverse[0][:, :4].tolist()  # the strings; the answer is each reversed
+    expected = [row.count(1) / 4 for row in inputs]
+    assert constant_accuracies([reverse], 1) == pytest.approx(expected)
+
+
+def test_the_in_distribution_lengths_must_lie_inside_the_training_lengths():
+    with pytest.raises(ValueError, match=r"in_distribution \[41, 70\] must lie inside"):
+        LengthParams(train_min=3, train_max=60, in_distribution=[41, 70])
+
+
+def _rows(params, task, arms):
+    """Trial rows whose per-sequence accuracies are `arms[model](baseline, name)`."""
+    rows = []
+    for seed in params.budget.seeds:
+        baseline = baseline_sequences(task, seed, params)
+        for model, make in arms.items():
+            sequences = {name: make(baseline[name], name) for name in SETS}
+            rows.append(
+                {
+                    "task": task,
+                    "model": model,
+                    "seed": seed,
+                    "train_accuracy": 0.5,
+                    "accuracy_in_distribution": float(np.mean(sequences["in_distribution"])),
+                    "accuracy_8-12": float(np.mean(sequences["longest"])),
+                    **{f"sequences_{name}": scores for name, scores in sequences.items()},
+                }
+            )
+    return rows
+
+
+def _study(task, arms, eval_examples=40):
     params = _params(seeds=[0, 1], eval_examples=eval_examples)
-    params = params.model_copy(update={"tasks": ["dyck"], "models": ["deltastack", "deltanet"]})
-    rows = [
-        {
-            "task": "dyck",
-            "model": model,
-            "seed": seed,
-            "train_accuracy": 0.5,
-            "accuracy_8-12": accuracy,
-        }
-        for (model, seed), accuracy in zip(
-            [("deltastack", 0), ("deltastack", 1), ("deltanet", 0), ("deltanet", 1)],
-            accuracies,
-            strict=True,
-        )
-    ]
-    results = summarize(rows, params)
-    return results, table_markdown(results, params)
+    params = params.model_copy(update={"tasks": [task], "models": list(arms)})
+    results, found = summarize(_rows(params, task, arms), params)
+    claims = build_claims(found, params, results["longest_bucket"])
+    return results, table_markdown(results, params), claims
 
 
-def test_summary_averages_seeds_and_calls_a_gap_within_noise_a_tie():
-    results, table = _summary([0.9, 0.7, 0.6, 0.9], eval_examples=4)
+def _right(baseline, name):
+    return [1.0] * len(baseline)
+
+
+def _wrong(baseline, name):
+    return [0.0] * len(baseline)
+
+
+def _guess(baseline, name):  # the baseline's own answers: at chance
+    return list(baseline)
+
+
+def _worse_guess(baseline, name):  # below chance: right only where the baseline is and not always
+    return [b if i % 3 else 0.0 for i, b in enumerate(baseline)]
+
+
+def test_summary_pairs_sequences_over_seeds_and_a_real_gap_is_a_win():
+    results, table, claims = _study("dyck", {"deltastack": _right, "deltanet": _wrong})
     entry = results["tasks"]["dyck"]
-    assert entry["models"]["deltastack"]["longest_accuracy"] == pytest.approx(0.8)
-    assert entry["deltastack_minus_deltanet"] == pytest.approx(0.05)
-    # 8 sequences per model: 2·sqrt((0.8·0.2 + 0.75·0.25) / 8) = 0.417
-    assert entry["noise_margin"] == pytest.approx(0.4168, abs=1e-4)
-    assert entry["deltastack_vs_deltanet"] == "tie" and not entry["deltastack_beats_deltanet"]
-    assert results["deltastack_beats_deltanet"] == 0
-    assert "| dyck | 0.800 | 0.750 | tie (+0.050 ± 0.417) |" in table
+    assert results["test_sequences_per_bucket"] == 80
+    assert entry["models"]["deltastack"]["longest_accuracy"] == 1.0
+    assert entry["deltastack_minus_deltanet"]["estimate"] == 1.0
+    assert entry["deltastack_vs_deltanet"] == "better" and entry["deltastack_beats_deltanet"]
+    assert results["deltastack_beats_deltanet"] == 1
+    assert "| dyck |" in table and "yes (+1.000 [+1.000, +1.000])" in table
+    (claim,) = claims
+    assert claim.id == "deltastack.length_generalisation.dyck" and claim.verdict == "supported"
+    assert claim.n == 80 and "test sequences of length 8-12" in claim.unit
 
 
-def test_summary_calls_a_gap_beyond_noise_a_win_or_a_loss():
-    results, table = _summary([0.95, 0.95, 0.5, 0.5], eval_examples=500)
-    assert results["tasks"]["dyck"]["deltastack_vs_deltanet"] == "better"
-    assert results["deltastack_beats_deltanet"] == 1 and "| yes (+0.450 ± 0.035) |" in table
-    results, table = _summary([0.5, 0.5, 0.95, 0.95], eval_examples=500)
-    assert results["tasks"]["dyck"]["deltastack_vs_deltanet"] == "worse"
-    assert results["deltastack_beats_deltanet"] == 0 and "| no (-0.450 ± 0.035) |" in table
+def test_a_gap_between_two_models_at_chance_is_inconclusive():
+    results, table, claims = _study("dyck", {"deltastack": _guess, "deltanet": _worse_guess})
+    entry = results["tasks"]["dyck"]
+    assert entry["deltastack_minus_deltanet"]["ci_low"] > 0  # the interval alone says "better"
+    assert entry["at_chance"] and entry["deltastack_vs_deltanet"] == "at chance"
+    assert not entry["deltastack_beats_deltanet"] and "at chance (+" in table
+    (claim,) = claims
+    assert (
+        claim.verdict == "inconclusive" and "both arms are at chance" in claim.simplifications[-1]
+    )
+
+
+def test_a_model_behind_the_other_at_length_is_a_loss_and_contradicts_the_claim():
+    results, _, claims = _study("reverse_string", {"deltastack": _wrong, "deltanet": _right})
+    assert results["tasks"]["reverse_string"]["deltastack_vs_deltanet"] == "worse"
+    assert claims[0].verdict == "contradicted" and claims[0].estimate == -1.0
+
+
+def test_a_regular_task_learned_in_distribution_is_supported_against_the_baseline():
+    results, table, claims = _study("parity", {"deltastack": _right, "deltanet": _guess})
+    models = results["tasks"]["parity"]["models"]
+    assert models["deltastack"]["in_distribution_accuracy"] == 1.0
+    assert models["deltastack"]["in_distribution_over_chance"]["ci_low"] > 0
+    assert models["deltanet"]["in_distribution_over_chance"]["estimate"] == 0.0
+    chance = results["tasks"]["parity"]["chance"]["in_distribution"]
+    (claim,) = claims  # parity is regular: only the in-distribution claim
+    assert claim.id == "deltastack.in_distribution.parity" and claim.verdict == "supported"
+    assert claim.estimate == pytest.approx(1 - chance) and claim.arms[1].startswith("majority")
+    assert f"| parity | {chance:.3f} / " in table and "| 1.000 | 1.000 | 0." in table
+    _, _, (at_chance,) = _study("parity", {"deltastack": _guess, "deltanet": _guess})
+    assert at_chance.verdict == "inconclusive"
 
 
 def test_an_unknown_preset_is_named():
