@@ -90,12 +90,20 @@ def render_batch(batch: pa.Table, sample_rate: int, seconds: float) -> pa.Table:
     return pa.table(rows, schema=schema)
 
 
-def plan_prompts(params: GenerateParams) -> tuple[pa.Table, dict[str, bytes]]:
-    """The prompts' rows (clean clip as FLAC, faults per candidate) and their reference clips."""
+def prompt_plans(params: GenerateParams) -> list[tuple[str, list[list[tuple[str, float]]]]]:
+    """Each prompt's split and its candidates' faults, drawn before any audio exists (so the
+    truth, and the pairs it allows, follow from the params alone)."""
     rng = np.random.default_rng(params.seed + 1)
     splits = split_of(params, rng)
+    return [(split, fault_plans(params, rng)) for split in splits]
+
+
+def plan_prompts(params: GenerateParams) -> tuple[pa.Table, dict[str, bytes]]:
+    """The prompts' rows (clean clip as FLAC, faults per candidate) and their reference clips."""
+    plans = prompt_plans(params)
     rows, references = [], {}
     for index, clip in enumerate(source_clips(params)):
+        split, faults = plans[index]
         prompt_id = f"p{index:04d}"
         reference = None
         if clip.reference is not None:
@@ -105,14 +113,14 @@ def plan_prompts(params: GenerateParams) -> tuple[pa.Table, dict[str, bytes]]:
         rows.append(
             {
                 "prompt_id": prompt_id,
-                "split": splits[index],
+                "split": split,
                 "modality": clip.modality,
                 "prompt": clip.prompt,
                 "lyrics": clip.lyrics,
                 "reference_audio": reference,
                 "clean": flac_bytes(clip.audio, params.sample_rate),
                 "description": description,
-                "faults": json.dumps(fault_plans(params, rng)),
+                "faults": json.dumps(faults),
                 "seed": clip_seed(params, index),
             }
         )
@@ -199,6 +207,7 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         "clips": len(truth),
         "pairs": len(pairs),
         "pairs_by_split": dict(Counter(p["split"] for p in pairs)),
+        "prompts_by_split": dict(Counter(row["split"] for row in info.values())),
         "pairs_by_modality": dict(Counter(p["modality"] for p in pairs)),
         "faults": dict(sorted(faults.items())),
         "source": settings.source.kind,

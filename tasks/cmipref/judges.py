@@ -8,7 +8,9 @@ position-consistent verdicts. Backends (params `cmipref.label.judge.backend`):
   rewards partials on one tuning grid, a steady pulse and a clear key, and penalises noise
   (spectral flatness) and flat tops (clipping). Alignment checks the tempo, key and tone
   the prompt names (parsed from its text) and, with a reference clip, timbre similarity
-  to it. Weights are set by hand.
+  to it. Weights are set by hand. A batch of listenings (`compare_many`) is heard
+  together: the features are those of each excerpt alone, but the constant-Q filters are
+  built once per tuning rather than once per clip, and one STFT serves four features.
 - `openai`: an audio-capable LLM behind an OpenAI-compatible endpoint (e.g. Qwen3-Omni on
   vLLM), both clips sent as `input_audio` parts, a JSON verdict asked back.
 """
@@ -19,7 +21,10 @@ import base64
 import json
 import re
 import zlib
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Protocol
 
@@ -59,6 +64,8 @@ class Judge(Protocol):
     name: str
 
     def compare(self, item: Listening) -> Verdict: ...
+
+    def compare_many(self, items: Sequence[Listening]) -> list[Verdict]: ...
 
 
 @dataclass(frozen=True)
@@ -129,22 +136,65 @@ def tuning_consistency(audio: np.ndarray, sample_rate: int) -> float:
     return float(np.sum(weights * (np.abs(deviation) < 12)) / np.sum(weights))
 
 
-def clip_features(audio: np.ndarray, sample_rate: int) -> ClipFeatures:
+def chroma_profiles(clips: Sequence[np.ndarray], sample_rate: int) -> list[np.ndarray]:
+    """Each clip's mean constant-Q chroma, as `librosa.feature.chroma_cqt` gives it for the
+    clip alone (tuning estimated per clip). Clips of one tuning and length go through one
+    multichannel call: building the constant-Q filters is most of the cost, so they are
+    built once per group rather than once per clip."""
     import librosa
 
-    envelope = librosa.onset.onset_strength(y=audio, sr=sample_rate, hop_length=512)
+    groups: dict[tuple[float, int], list[int]] = defaultdict(list)
+    for index, clip in enumerate(clips):
+        tuning = float(librosa.estimate_tuning(y=clip, sr=sample_rate, bins_per_octave=36))
+        groups[(tuning, len(clip))].append(index)
+    profiles: list[np.ndarray] = [np.empty(0)] * len(clips)
+    for (tuning, _), members in groups.items():
+        stacked = np.stack([clips[i] for i in members])
+        chroma = librosa.feature.chroma_cqt(
+            y=stacked, sr=sample_rate, hop_length=2048, tuning=tuning
+        )
+        for row, index in enumerate(members):
+            profiles[index] = chroma[row].mean(axis=1)
+    return profiles
+
+
+def clip_features(audio: np.ndarray, sample_rate: int) -> ClipFeatures:
+    return clip_features_batch([audio], sample_rate)[0]
+
+
+def clip_features_batch(clips: Sequence[np.ndarray], sample_rate: int) -> list[ClipFeatures]:
+    """`clip_features` of many clips at once (the chroma shares its filters)."""
+    chromas = chroma_profiles(clips, sample_rate)
+    return [features_with(c, chroma, sample_rate) for c, chroma in zip(clips, chromas, strict=True)]
+
+
+@cache
+def mel_filters(sample_rate: int) -> np.ndarray:
+    """librosa's default mel bank (128 bands, n_fft 2048): what `melspectrogram` applies."""
+    import librosa
+
+    return librosa.filters.mel(sr=sample_rate, n_fft=2048)
+
+
+def features_with(audio: np.ndarray, chroma: np.ndarray, sample_rate: int) -> ClipFeatures:
+    """One STFT (n_fft 2048, hop 512) serves the onsets, flatness, centroid and MFCCs, as
+    each of librosa's functions would compute it from `audio` on its own."""
+    import librosa
+
+    magnitude = np.abs(librosa.stft(audio, n_fft=2048, hop_length=512))
+    log_mel = librosa.power_to_db(mel_filters(sample_rate) @ magnitude**2)
+    envelope = librosa.onset.onset_strength(S=log_mel, sr=sample_rate, hop_length=512)
     tempo = librosa.feature.tempo(onset_envelope=envelope, sr=sample_rate, hop_length=512)
-    chroma = librosa.feature.chroma_cqt(y=audio, sr=sample_rate, hop_length=2048).mean(axis=1)
     scores = [
         (np.corrcoef(np.roll(profile, tonic), chroma)[0, 1], tonic, mode)
         for mode, profile in (("major", MAJOR_PROFILE), ("minor", MINOR_PROFILE))
         for tonic in range(12)
     ]
     clarity, key, mode = max(scores, key=lambda s: s[0])
-    flatness = librosa.feature.spectral_flatness(y=audio + 1e-9)
+    flatness = librosa.feature.spectral_flatness(S=magnitude)
     peak = float(np.abs(audio).max()) or 1.0
-    centroid = librosa.feature.spectral_centroid(y=audio, sr=sample_rate)
-    mfcc = librosa.feature.mfcc(y=audio, sr=sample_rate, n_mfcc=13)[1:].mean(axis=1)
+    centroid = librosa.feature.spectral_centroid(S=magnitude, sr=sample_rate)
+    mfcc = librosa.feature.mfcc(S=log_mel, n_mfcc=13)[1:].mean(axis=1)
     return ClipFeatures(
         tempo=float(np.atleast_1d(tempo)[0]),
         pulse=pulse_clarity(envelope, sample_rate / 512),
@@ -206,15 +256,25 @@ class SignalJudge:
         self.samples = int(listen_seconds * sample_rate)
         self.whole_clips: dict[Path, ClipFeatures] = {}  # a prompt's reference serves all its clips
 
-    def listen(self, path: Path, seed: int) -> ClipFeatures:
-        excerpt = crop(read_clip(path, self.sample_rate), self.samples, np.random.default_rng(seed))
-        return clip_features(excerpt, self.sample_rate)
+    def excerpt(self, path: Path, seed: int) -> np.ndarray:
+        """The part of a clip heard in one presentation, placed at random by `seed`."""
+        return crop(read_clip(path, self.sample_rate), self.samples, np.random.default_rng(seed))
 
     def clip_scores(self, path: Path, prompt: str, reference: Path | None) -> tuple[float, float]:
         """(musicality, alignment) of one whole clip: what top-k selection ranks by."""
         features = self.hear_whole(path)
         ref = self.hear_whole(reference) if reference else None
         return musicality_score(features), alignment_score(features, parse_prompt(prompt), ref)
+
+    def clip_scores_many(
+        self, clips: Sequence[tuple[Path, str, Path | None]]
+    ) -> list[tuple[float, float]]:
+        """`clip_scores` of (clip, prompt, reference) triples, every new clip heard in one batch."""
+        paths = {p for clip, _, reference in clips for p in (clip, reference) if p}
+        new = sorted(paths - set(self.whole_clips))
+        audio = [read_clip(path, self.sample_rate) for path in new]
+        self.whole_clips.update(zip(new, clip_features_batch(audio, self.sample_rate), strict=True))
+        return [self.clip_scores(*clip) for clip in clips]
 
     def hear_whole(self, path: Path) -> ClipFeatures:
         if path not in self.whole_clips:
@@ -223,15 +283,35 @@ class SignalJudge:
         return self.whole_clips[path]
 
     def compare(self, item: Listening) -> Verdict:
-        seed = zlib.crc32(item.pair_id.encode()) * 4 + 2 * int(item.swapped)
-        first, second = self.listen(item.first, seed), self.listen(item.second, seed + 1)
-        reference = self.listen(item.reference, seed + 2) if item.reference else None
-        want = parse_prompt(item.prompt)
-        aligned = [alignment_score(clip, want, reference) for clip in (first, second)]
-        return Verdict(
-            musicality=musicality_score(first) - musicality_score(second),
-            alignment=aligned[0] - aligned[1],
-        )
+        return self.compare_many([item])[0]
+
+    def compare_many(self, items: Sequence[Listening]) -> list[Verdict]:
+        """Each item's verdict; the excerpts of all items are heard in one batch."""
+        plans = [presentation(item) for item in items]
+        excerpts = [self.excerpt(path, seed) for plan in plans for path, seed in plan]
+        heard = iter(clip_features_batch(excerpts, self.sample_rate))
+        verdicts = []
+        for item, plan in zip(items, plans, strict=True):
+            first, second, *reference = [next(heard) for _ in plan]
+            want = parse_prompt(item.prompt)
+            aligned = [
+                alignment_score(clip, want, next(iter(reference), None)) for clip in (first, second)
+            ]
+            verdicts.append(
+                Verdict(
+                    musicality=musicality_score(first) - musicality_score(second),
+                    alignment=aligned[0] - aligned[1],
+                )
+            )
+        return verdicts
+
+
+def presentation(item: Listening) -> list[tuple[Path, int]]:
+    """What one listening plays, with each excerpt's seed: first, second, then the
+    reference if the prompt has one."""
+    seed = zlib.crc32(item.pair_id.encode()) * 4 + 2 * int(item.swapped)
+    played = [(item.first, seed), (item.second, seed + 1)]
+    return played + ([(item.reference, seed + 2)] if item.reference else [])
 
 
 VERDICT_INSTRUCTIONS = (
@@ -284,6 +364,9 @@ class AudioLLMJudge:
             parts.append(self._audio_part(item.reference))
         reply = self.chat.ask_content(parts)
         return parse_verdict(reply, item.pair_id)
+
+    def compare_many(self, items: Sequence[Listening]) -> list[Verdict]:
+        return [self.compare(item) for item in items]
 
 
 def parse_verdict(reply: str, pair_id: str) -> Verdict:

@@ -59,11 +59,11 @@ def judge_batch(
 ) -> pa.Table:
     """One Ray task (map_table): each judge's margins, both orders, in A's frame."""
     rows: dict[str, list[Any]] = defaultdict(list)
+    pairs = batch.to_pylist()
+    heard = [listening for pair in pairs for listening in listenings(pair, Path(audio_root))]
     for index, settings in enumerate(judges):
-        judge = make_judge(JudgeParams(**settings), sample_rate)
-        for pair in batch.to_pylist():
-            forward, backward = listenings(pair, Path(audio_root))
-            ab, ba = judge.compare(forward), judge.compare(backward)
+        verdicts = make_judge(JudgeParams(**settings), sample_rate).compare_many(heard)
+        for pair, ab, ba in zip(pairs, verdicts[0::2], verdicts[1::2], strict=True):
             rows["pair_id"].append(pair["pair_id"])
             rows["judge"].append(index)
             rows["musicality_ab"].append(ab.musicality)

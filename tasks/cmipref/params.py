@@ -38,7 +38,7 @@ class SourceParams(StrictModel):
 
 class GenerateParams(StrictModel):
     source: SourceParams = SourceParams()
-    prompts: int = Field(default=60, ge=3, description="prompts (source clips) used")
+    prompts: int = Field(default=112, ge=3, description="prompts (source clips) used")
     candidates: int = Field(default=5, ge=2, description="clips per prompt; the first is clean")
     seconds: float = Field(default=5.0, ge=5.0, le=10.0)
     sample_rate: int = Field(default=16000, ge=8000)
@@ -49,7 +49,7 @@ class GenerateParams(StrictModel):
         min_length=1,
         description="cycled over the prompts (synth); real clips take what they have",
     )
-    test_prompts: int = Field(default=12, ge=1, description="held-out truth set (CMI-Pref)")
+    test_prompts: int = Field(default=64, ge=1, description="held-out truth set (CMI-Pref)")
     finetune_prompts: int = Field(default=12, ge=1, description="truth-labelled fine-tune set")
     pairs_per_prompt: int = Field(default=8, ge=1, description="pool/fine-tune prompts")
     min_quality_gap: float = Field(default=0.05, ge=0, description="no near-tie pairs")

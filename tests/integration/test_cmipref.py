@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tasks.cmipref.reward_model import load
+from tasks.core.evidence import read_claims
 from tests.conftest import StandIn, run_cli
 from tests.integration.test_kg_model import configure_store
 from tests.reproduced import copy_built
@@ -73,6 +74,49 @@ def test_reward_model_is_evaluated_next_to_the_judges(cmipref_reproduced):
     assert set(metrics["top_k"]["reward_model"]) == {"top_1", "top_2"}
     report = (root / "data/processed/cmipref/evaluation.md").read_text()
     assert "| overall |" in report and "Higher overall" in report
+
+
+def test_claims_are_measured_on_prompts_that_never_trained_or_tuned_the_model(cmipref_reproduced):
+    root, _ = cmipref_reproduced
+    pairs = pq.read_table(root / "data/interim/cmipref/pairs.parquet").to_pylist()
+    tested = {p["prompt_id"] for p in pairs if p["split"] == "test"}
+    finetune = [p for p in pairs if p["split"] == "finetune"]  # fine-tune and dev prompts
+    labels = pq.read_table(root / "data/processed/cmipref/pseudo_labels.parquet").to_pylist()
+    trained = {p["prompt_id"] for p in finetune} | {r["prompt_id"] for r in labels}
+    assert tested and not tested & trained
+    training = json.loads((root / "models/cmi_rm/metrics.json").read_text())
+    assert training["finetune_pairs"] + training["dev_pairs"] == len(finetune)
+    assert training["pseudo_pairs"] == len(labels)
+    metrics = json.loads((root / "data/processed/cmipref/eval_metrics.json").read_text())
+    assert metrics["held_out"] == {
+        "test_prompts": len(tested),
+        "training_prompts": len(trained),
+        "shared": 0,
+    }
+    claims = read_claims(root / "data/processed/cmipref/claims.json")
+    ids = {claim.id for claim in claims}
+    assert {"cmipref.rm_beats_judge", "cmipref.top_1_gain", "cmipref.top_2_gain"} <= ids
+    assert metrics["verdicts"] == {claim.id: claim.verdict for claim in claims}
+    for claim in claims:
+        assert claim.unit == "prompts" and 2 <= claim.n <= len(tested)
+        inside = claim.ci_low <= claim.null <= claim.ci_high
+        assert (claim.verdict == "inconclusive") == inside
+    distilled = next(c for c in claims if c.id == "cmipref.rm_beats_judge")
+    assert distilled.arms == ["CMI reward model", "signal judge (pseudo-labeller)"]
+    assert distilled.p_value is not None
+    row = metrics["versus_judge"]["judge"]["overall"]
+    assert row["difference"] == pytest.approx(distilled.estimate, abs=1e-4)
+    report = (root / "data/processed/cmipref/evaluation.md").read_text()
+    assert "## Claims" in report and "cmipref.rm_beats_judge" in report
+    configure_store(root)
+    experiment = mlflow.get_experiment_by_name("paperline-cmi-rm")
+    run = mlflow.search_runs(
+        [experiment.experiment_id],
+        filter_string="attributes.run_name = 'cmi-rm-evaluate'",
+        output_format="list",
+    )[0]
+    logged = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
+    assert "claims.json" in logged
 
 
 def test_reward_model_is_registered_with_its_card_and_loads_from_the_registry(cmipref_reproduced):

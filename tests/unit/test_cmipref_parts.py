@@ -12,7 +12,7 @@ import torch
 
 from tasks.cmipref.audio import decode, flac_bytes
 from tasks.cmipref.degrade import degrade, penalties
-from tasks.cmipref.evaluate import accuracy_table, credit, metric_key, top_k_gain
+from tasks.cmipref.evaluate import accuracy_estimates, accuracy_table, metric_key, top_k_gain
 from tasks.cmipref.judges import (
     clip_features,
     musicality_score,
@@ -30,6 +30,7 @@ from tasks.cmipref.reward_model import (
     load,
     save,
 )
+from tasks.cmipref.significance import credit, prompt_credits
 from tasks.cmipref.truth import confidence_bucket, pair_truth, truth_confidence
 from tasks.core.errors import UserError
 
@@ -235,22 +236,26 @@ def test_bradley_terry_loss_is_bce_of_the_reward_margins():
 
 def test_accuracy_gives_half_credit_to_order_inconsistent_calls_and_top_k_gain():
     assert credit(1.0, 1) == 1.0 and credit(-1.0, 1) == 0.0 and credit(1.0, 1, False) == 0.5
-    pairs = [{"pair_id": "x", "modality": "text"}, {"pair_id": "y", "modality": "all"}]
+    pairs = [
+        {"pair_id": "x", "prompt_id": "p", "modality": "text"},
+        {"pair_id": "y", "prompt_id": "p", "modality": "all"},
+    ]
     truth = {
         "x": {"quality": 1, "musicality": 1, "alignment": 0, "confidence": 4},
         "y": {"quality": -1, "musicality": 0, "alignment": -1, "confidence": 1},
     }
     x = {"quality": 1, "musicality": 1, "alignment": 0, "consistent": True}
     y = {"quality": 1, "musicality": 0, "alignment": 1, "consistent": False}
-    margins = {"s": {"x": x, "y": y}}
-    table = accuracy_table(pairs, truth, margins)["s"]
-    assert table["overall"] == {"accuracy": 0.75, "pairs": 2}
+    credits = prompt_credits(pairs, truth, {"s": {"x": x, "y": y}})
+    table = accuracy_table(credits, accuracy_estimates(credits))["s"]
+    assert (table["overall"]["accuracy"], table["overall"]["pairs"]) == (0.75, 2)
+    assert table["overall"]["ci_low"] is None  # one prompt: nothing to resample
     assert table["confidence >3"]["accuracy"] == 1.0 and table["modality all"]["accuracy"] == 0.5
     candidates = [
         {"prompt_id": "p", "audio": str(i), "quality": q} for i, q in enumerate([1.0, 0.2, 0.6])
     ]
     gains = top_k_gain(candidates, {"0": 3.0, "1": 2.0, "2": 1.0}, [1, 3])
-    assert gains == {"top_1": pytest.approx(0.4), "top_3": 0.0}
+    assert gains["top_1"]["gain"] == pytest.approx(0.4) and gains["top_3"]["gain"] == 0.0
     assert metric_key("judge confidence <3") == "judge_confidence_lt3"
 
 
