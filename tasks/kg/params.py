@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks.core.strict_model import StrictModel
 
@@ -90,8 +90,15 @@ class ExamplesParams(StrictModel):
     """Detector examples: (question, path in one language, candidate answer) → supported?"""
 
     test_fraction: float = Field(default=0.2, gt=0, lt=1, description="of questions, by hash")
+    dev_fraction: float = Field(default=0.15, gt=0, lt=1, description="epochs, threshold")
     languages_per_path: int = Field(default=2, ge=1, description="label languages sampled")
     seed: int = 13
+
+    @model_validator(mode="after")
+    def _some_questions_left_to_train(self) -> ExamplesParams:
+        if self.test_fraction + self.dev_fraction >= 1:
+            raise ValueError("test_fraction + dev_fraction must be < 1 (the rest trains)")
+        return self
 
 
 class DetectorParams(StrictModel):
