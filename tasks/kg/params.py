@@ -111,7 +111,8 @@ class DetectorParams(StrictModel):
     experiment: str = "paperline-kg-halludetect"
     max_length: int = Field(default=96, ge=16)
     batch_size: int = Field(default=32, ge=1)
-    epochs: float = Field(default=2.0, gt=0)
+    epochs: float = Field(default=2.0, gt=0, description="at most; the best on dev is kept")
+    evaluations_per_epoch: int = Field(default=2, ge=1, description="dev AUROC + checkpoint")
     learning_rate: float = Field(default=5e-5, gt=0)
     weight_decay: float = Field(default=0.01, ge=0)
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
@@ -121,7 +122,6 @@ class DetectorParams(StrictModel):
     torch_threads: int | None = Field(default=None, ge=1, description="null = cpus_per_worker")
     use_gpu: bool = False
     max_failures: int = Field(default=1, ge=0)
-    threshold: float = Field(default=0.5, gt=0, lt=1, description="P(supported) for F1")
     seed: int = 13
 
 
