@@ -24,7 +24,7 @@ from tasks.core.io import read_parquet
 from tasks.core.stage import Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.params import KgParams
-from tasks.kg.splits import split_of
+from tasks.kg.splits import questions_by_split, split_of
 
 SCHEMA = pa.schema(
     [
@@ -116,7 +116,7 @@ def examples_summary(examples: list[dict]) -> dict[str, Any]:
         counts[example["split"]]["examples"] += 1
         counts[example["split"]][f"label_{example['label']}"] += 1
         counts[example["split"]][f"kind_{example['kind']}"] += 1
-    questions = {s: len({e["qa_id"] for e in examples if e["split"] == s}) for s in counts}
+    questions = {s: len(keys) for s, keys in questions_by_split(examples).items()}
     return {
         s: {**dict(sorted(c.items())), "questions": questions[s]} for s, c in sorted(counts.items())
     }
