@@ -1,9 +1,12 @@
 """Ray Train job for the hallucination detector: a cross-encoder over
 "question [SEP] path [SEP] answer" with a 2-way head, fine-tuned from the backbone.
 
-Rank 0 logs the loss curve to the MLflow run and writes a checkpoint (model, tokenizer,
-optimizer, progress) at the end of every epoch; after a failure Ray restarts the workers
-(`max_failures`) from the last one.
+At each of `evaluation_steps` (`evaluations_per_epoch` a epoch, and the last step) rank 0
+scores the dev questions (AUROC of P(supported)), logs it, and writes a checkpoint named
+by the step (model, tokenizer, optimizer, progress with every dev evaluation so far); the
+stage keeps the checkpoint with the best dev AUROC. Rank 0 logs the loss curve to the
+MLflow run; after a failure Ray restarts the workers (`max_failures`) from the last
+checkpoint, skipping the batches its epoch had already trained on.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from tasks.core.train_loop import (
     unwrapped,
 )
 
+TEXT_COLUMNS = ("question", "path_text", "answer")
+
 
 def encode(tokenizer: Any, batch: dict[str, Any], max_length: int) -> dict[str, Any]:
     """The cross-encoder's input: question as the first segment, path + answer the second."""
@@ -36,6 +41,68 @@ def encode(tokenizer: Any, batch: dict[str, Any], max_length: int) -> dict[str, 
         padding=True,
         return_tensors="pt",
     )
+
+
+def supported_probabilities(
+    model: Any, tokenizer: Any, columns: dict[str, list], max_length: int, batch: int = 64
+) -> list[float]:
+    """P(supported) per row of `columns`, batched by text length (less padding)."""
+    import torch
+
+    count = len(columns["question"])
+    order = sorted(range(count), key=lambda i: sum(len(columns[k][i]) for k in TEXT_COLUMNS))
+    scores = [0.0] * count
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, count, batch):
+            part = order[start : start + batch]
+            texts = {k: [columns[k][i] for i in part] for k in TEXT_COLUMNS}
+            inputs = encode(tokenizer, texts, max_length).to(model.device)
+            probabilities = torch.softmax(model(**inputs).logits, dim=-1)[:, 1].tolist()
+            for index, probability in zip(part, probabilities, strict=True):
+                scores[index] = probability
+    model.train(was_training)
+    return scores
+
+
+def steps_per_epoch(examples: int, batch_size: int) -> int:
+    return max(1, examples // batch_size)
+
+
+def total_steps(examples: int, params: Any) -> int:
+    return max(1, math.ceil(params.epochs * steps_per_epoch(examples, params.batch_size)))
+
+
+def evaluation_steps(examples: int, params: Any) -> list[int]:
+    """The steps where dev is scored and a checkpoint written: `evaluations_per_epoch`
+    evenly spaced ones per epoch, and the last step."""
+    per_epoch = steps_per_epoch(examples, params.batch_size)
+    total = total_steps(examples, params)
+    every = per_epoch / params.evaluations_per_epoch
+    marks = {round(every * k) for k in range(1, math.ceil(total / every) + 1)}
+    return sorted({step for step in marks if 1 <= step < total} | {total})
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step:07d}"
+
+
+def dev_evaluation(model: Any, tokenizer: Any, config: dict[str, Any], step: int) -> dict:
+    """The dev AUROC at `step`, and the checkpoint that holds this model."""
+    import numpy as np
+
+    from tasks.core.evidence import auroc
+
+    dev = config["dev"]
+    scores = supported_probabilities(unwrapped(model), tokenizer, dev, config["max_length"])
+    return {
+        "step": step,
+        "epochs": round(step / config["steps_per_epoch"], 3),
+        "auroc": round(auroc(np.asarray(dev["label"]), np.asarray(scores)), 4),
+        "checkpoint": checkpoint_name(step),
+        "scores": [round(p, 6) for p in scores],  # the threshold is chosen on these
+    }
 
 
 def train_loop(config: dict[str, Any]) -> None:
@@ -65,12 +132,35 @@ def train_loop(config: dict[str, Any]) -> None:
         unwrapped(model).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
 
-    fresh: dict[str, Any] = {"step": 0, "epoch": 0, "curve": [], "resumed_from": []}
+    fresh: dict[str, Any] = {
+        "step": 0,
+        "epoch": 0,
+        "epoch_batches": 0,  # batches of the current epoch already trained on
+        "curve": [],
+        "dev": [],
+        "resumed_from": [],
+    }
     state = resume_state(load, optimizer, scheduler) or fresh
     metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
     shard = ray.train.get_dataset_shard("train")
     per_worker = config["batch_size"] // world
+    checkpoints = set(config["evaluation_steps"])
+
+    def evaluate_and_checkpoint() -> None:
+        """Rank 0 scores dev; every rank reports the checkpoint named by the step."""
+        step = state["step"]
+        if rank == 0:
+            evaluation = dev_evaluation(model, tokenizer, config, step)
+            state["dev"].append(evaluation)
+            if metrics_log:
+                metrics_log.add(step, {"dev_auroc": evaluation["auroc"]})
+                metrics_log.flush()
+        progress = {"step": step, "epoch": state["epoch"]}
+        report_with_checkpoint(
+            progress, state, save, optimizer, scheduler, name=checkpoint_name(step)
+        )
+
     model.train()
     window, started = [], time.perf_counter()
     while state["step"] < total:
@@ -81,9 +171,11 @@ def train_loop(config: dict[str, Any]) -> None:
             local_shuffle_buffer_size=4 * per_worker,
             local_shuffle_seed=config["seed"] + state["epoch"],
         )
-        for batch in batches:
+        for position, batch in enumerate(batches):
             if state["step"] >= total:
                 break
+            if position < state["epoch_batches"]:  # trained on before a restart
+                continue
             inputs = {
                 k: v.to(device) for k, v in encode(tokenizer, batch, config["max_length"]).items()
             }
@@ -96,6 +188,7 @@ def train_loop(config: dict[str, Any]) -> None:
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             state["step"] += 1
+            state["epoch_batches"] = position + 1
             window.append(loss.item())
             if state["step"] % config["log_every"] == 0 or state["step"] == total:
                 point = {
@@ -111,10 +204,8 @@ def train_loop(config: dict[str, Any]) -> None:
                     metrics_log.flush()
                 window, started = [], time.perf_counter()
                 ray.train.report({"step": state["step"], "loss": point["loss"]})
+            if state["step"] in checkpoints:
+                evaluate_and_checkpoint()
+                started = time.perf_counter()
         state["epoch"] += 1
-        progress = {"step": state["step"], "epoch": state["epoch"]}
-        report_with_checkpoint(progress, state, save, optimizer, scheduler)
-
-
-def total_steps(examples: int, params: Any) -> int:
-    return max(1, math.ceil(params.epochs * (examples // params.batch_size)))
+        state["epoch_batches"] = 0

@@ -1,6 +1,8 @@
 """kg.eval: MultiHal's KG-RAG vs vanilla comparison, per label language.
 
-Each QA item with a kept path is answered twice by the answer model: with its best path
+Only the detector's test questions are answered (kg.examples' test split): the detector
+never trained on them nor chose its checkpoint or threshold on them. Each such QA item with
+a kept path is answered twice by the answer model: with its best path
 (highest judged score, fewest hops) rendered in the language as context (KG-RAG), and
 without context (vanilla). Each answer gets a semantic similarity to the gold answer
 (cosine of all-MiniLM-L6-v2 embeddings) and a hallucination probability from the detector
@@ -18,11 +20,13 @@ import pyarrow as pa
 
 from tasks.core import tracking
 from tasks.core.backbones import minilm_folder
+from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
 from tasks.core.stage import Stage, StageContext
 from tasks.kg.answering import make_answer_model
 from tasks.kg.detector import MODEL_DIR, predict
 from tasks.kg.params import KgParams
+from tasks.kg.splits import question_key, questions_by_split, shared_questions
 
 ABSTAINED = "unknown"  # what an empty answer is embedded as
 MODES = ("kg_rag", "vanilla")
@@ -40,6 +44,16 @@ def best_paths(rows: list[dict[str, Any]], limit: int | None) -> list[dict[str, 
             best[row["qa_id"]] = row
     chosen = [best[k] for k in sorted(best)]
     return chosen[:limit] if limit else chosen
+
+
+def held_out_items(rows: list[dict[str, Any]], examples: list[dict[str, Any]]) -> list[dict]:
+    """The QA rows whose questions are in the detector's test split and in no other."""
+    if shared := shared_questions(examples):
+        raise InputError(
+            f"detector examples: {len(shared)} question(s) in two splits; rerun kg.examples"
+        )
+    held_out = questions_by_split(examples)["test"]
+    return [row for row in rows if question_key(row["input"]) in held_out]
 
 
 def semantic_scores(pairs: list[tuple[str, str]]) -> list[float]:
@@ -68,7 +82,9 @@ def table_markdown(per_language: dict[str, dict]) -> str:
 def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import mlflow
 
-    items = best_paths(read_parquet(inputs["multihal"]).to_pylist(), params.eval.max_items)
+    examples = read_parquet(inputs["examples"], columns=["question", "split"]).to_pylist()
+    rows = held_out_items(read_parquet(inputs["multihal"]).to_pylist(), examples)
+    items = best_paths(rows, params.eval.max_items)
     answerer = make_answer_model(params.eval)
     answers = []
     for item in items:
@@ -110,11 +126,21 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         }
         for language, modes in sorted(grouped.items())
     }
-    metrics = {"answer_model": answerer.name, "items": len(items), "per_language": per_language}
+    metrics = {
+        "answer_model": answerer.name,
+        "split": "test",  # the detector's held-out questions
+        "items": len(items),
+        "per_language": per_language,
+    }
     markdown = table_markdown(per_language)
     tracking.configure(ctx.runtime.mlflow, ctx.root)
     lineage = tracking.lineage_tags(
-        ["data/processed/kg/multihal.parquet", f"{MODEL_DIR}/model"], ctx.root
+        [
+            "data/processed/kg/multihal.parquet",
+            "data/processed/kg/detector_examples.parquet",
+            f"{MODEL_DIR}/model",
+        ],
+        ctx.root,
     )
     with tracking.start_run(
         params.detector.experiment,
@@ -137,7 +163,11 @@ STAGE = Stage(
     run=run,
     params_key="kg",
     params=("kg.eval", "kg.slice.languages", "kg.detector.experiment", "kg.detector.max_length"),
-    inputs={"multihal": "data/processed/kg/multihal.parquet", "detector": f"{MODEL_DIR}/model"},
+    inputs={
+        "multihal": "data/processed/kg/multihal.parquet",
+        "examples": "data/processed/kg/detector_examples.parquet",
+        "detector": f"{MODEL_DIR}/model",
+    },
     outputs={
         "answers": "data/processed/kg/eval_answers.parquet",
         "metrics": "data/processed/kg/eval_metrics.json",

@@ -3,13 +3,15 @@
 Positives: each kept MultiHal path with its item's gold answer. Negatives, one per
 positive: CoDEx's verified-false answer for the item when it has one (half the time),
 else an entity of the same type as the gold answer (answers swapped within a type). Each
-path is rendered in `languages_per_path` sampled label languages. The split is by
-question (a hash of the QA id), so no question is in both train and test.
+path is rendered in `languages_per_path` sampled label languages. The split (train / dev /
+test) is by question: a hash of the normalised question text, so every path and answer of
+a question, and every QA id that asks the same question (one subject and property with
+several objects), land in one split. kg.detector chooses its epochs and threshold on dev
+and reads test once; kg.eval answers test questions only.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections import defaultdict
 from collections.abc import Mapping
@@ -22,6 +24,7 @@ from tasks.core.io import read_parquet
 from tasks.core.stage import Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.params import KgParams
+from tasks.kg.splits import questions_by_split, split_of
 
 SCHEMA = pa.schema(
     [
@@ -37,11 +40,6 @@ SCHEMA = pa.schema(
         ("kind", pa.string()),
     ]
 )
-
-
-def split_of(qa_id: str, test_fraction: float) -> str:
-    bucket = int(hashlib.sha1(qa_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-    return "test" if bucket < test_fraction else "train"
 
 
 class TypeSwapper:
@@ -75,7 +73,7 @@ def build_examples(
     for row in rows:
         if row["answer_type"] != "entity" or not row["objects"]:
             continue
-        split = split_of(row["qa_id"], settings.test_fraction)
+        split = split_of(row["input"], settings.dev_fraction, settings.test_fraction)
         wrong = [a for a in row["incorrect_answers"] if a != row["output"]]
         if wrong and rng.random() < 0.5:
             negative, kind = rng.choice(wrong), "verified_false"
@@ -118,7 +116,7 @@ def examples_summary(examples: list[dict]) -> dict[str, Any]:
         counts[example["split"]]["examples"] += 1
         counts[example["split"]][f"label_{example['label']}"] += 1
         counts[example["split"]][f"kind_{example['kind']}"] += 1
-    questions = {s: len({e["qa_id"] for e in examples if e["split"] == s}) for s in counts}
+    questions = {s: len(keys) for s, keys in questions_by_split(examples).items()}
     return {
         s: {**dict(sorted(c.items())), "questions": questions[s]} for s, c in sorted(counts.items())
     }

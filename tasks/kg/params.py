@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks.core.strict_model import StrictModel
 
@@ -90,8 +90,15 @@ class ExamplesParams(StrictModel):
     """Detector examples: (question, path in one language, candidate answer) → supported?"""
 
     test_fraction: float = Field(default=0.2, gt=0, lt=1, description="of questions, by hash")
+    dev_fraction: float = Field(default=0.15, gt=0, lt=1, description="epochs, threshold")
     languages_per_path: int = Field(default=2, ge=1, description="label languages sampled")
     seed: int = 13
+
+    @model_validator(mode="after")
+    def _some_questions_left_to_train(self) -> ExamplesParams:
+        if self.test_fraction + self.dev_fraction >= 1:
+            raise ValueError("test_fraction + dev_fraction must be < 1 (the rest trains)")
+        return self
 
 
 class DetectorParams(StrictModel):
@@ -104,7 +111,8 @@ class DetectorParams(StrictModel):
     experiment: str = "paperline-kg-halludetect"
     max_length: int = Field(default=96, ge=16)
     batch_size: int = Field(default=32, ge=1)
-    epochs: float = Field(default=2.0, gt=0)
+    epochs: float = Field(default=2.0, gt=0, description="at most; the best on dev is kept")
+    evaluations_per_epoch: int = Field(default=2, ge=1, description="dev AUROC + checkpoint")
     learning_rate: float = Field(default=5e-5, gt=0)
     weight_decay: float = Field(default=0.01, ge=0)
     warmup_fraction: float = Field(default=0.1, ge=0, lt=1)
@@ -114,7 +122,6 @@ class DetectorParams(StrictModel):
     torch_threads: int | None = Field(default=None, ge=1, description="null = cpus_per_worker")
     use_gpu: bool = False
     max_failures: int = Field(default=1, ge=0)
-    threshold: float = Field(default=0.5, gt=0, lt=1, description="P(supported) for F1")
     seed: int = 13
 
 

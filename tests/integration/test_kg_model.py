@@ -1,13 +1,19 @@
 """The KG hallucination detector and MultiHal's KG-RAG vs vanilla evaluation, after a real
-`dvc repro` (MiniLM backbone), plus a retrain on this project's mmBERT from the registry."""
+`dvc repro` (MiniLM backbone), plus a retrain on this project's mmBERT from the registry:
+the checkpoint and threshold chosen on dev, claims on test questions that neither training
+nor dev saw, and an evaluation that answers test questions only."""
 
 import json
+from pathlib import Path
 
 import mlflow
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from tasks.core.evidence import read_claims
 from tasks.core.tracking import configure
+from tasks.kg.splits import question_key, questions_by_split
 from tests.conftest import run_cli
 from tests.reproduced import copy_built
 
@@ -30,6 +36,19 @@ def test_detector_is_registered_with_its_card_and_scores_held_out_questions(kg_r
         "2",
     }
     assert (root / "models/kg_halludetect/loss.csv").read_text().startswith("step,loss\n")
+    dev = metrics["dev"]
+    chosen = max(dev["evaluations"], key=lambda e: (e["auroc"], -e["step"]))
+    assert len(dev["evaluations"]) == 2 and chosen["step"] == dev["chosen_step"]  # 2 per epoch
+    assert 0 < dev["threshold"] < 1 and set(metrics["baselines"]) == {"flag_all", "similarity"}
+    claims = read_claims(root / "models/kg_halludetect/claims.json")
+    assert [c.id for c in claims] == [
+        "kg.detector_separates_hallucinated_answers",
+        "kg.detector_f1_over_flag_all",
+        "kg.detector_f1_over_similarity",
+    ]
+    assert all(c.unit == "questions" and c.n == metrics["questions"]["test"] for c in claims)
+    assert claims[0].null == 0.5
+    assert claims[0].estimate == pytest.approx(metrics["test"]["all"]["auroc"], abs=1e-4)
     configure_store(root)
     client = mlflow.MlflowClient()
     version = client.get_model_version_by_alias("paperline-kg-halludetect", "candidate")
@@ -37,6 +56,11 @@ def test_detector_is_registered_with_its_card_and_scores_held_out_questions(kg_r
     assert version.tags["git_commit"]
     run = client.get_run(version.run_id)
     assert "test_auroc" in run.data.metrics and client.get_metric_history(run.info.run_id, "loss")
+    assert client.get_metric_history(run.info.run_id, "dev_auroc")
+    logged = client.download_artifacts(run.info.run_id, "claims.json")
+    assert json.loads(Path(logged).read_text()) == json.loads(
+        (root / "models/kg_halludetect/claims.json").read_text()
+    )
     classify = mlflow.transformers.load_model("models:/paperline-kg-halludetect@candidate")
     (scored,) = classify(
         [
@@ -52,7 +76,12 @@ def test_detector_is_registered_with_its_card_and_scores_held_out_questions(kg_r
 def test_eval_compares_kg_rag_with_vanilla_per_language(kg_reproduced):
     root, _ = kg_reproduced
     metrics = json.loads((root / "data/processed/kg/eval_metrics.json").read_text())
-    assert metrics["answer_model"] == "extractive-reader" and metrics["items"] == 40
+    examples = pq.read_table(root / "data/processed/kg/detector_examples.parquet").to_pylist()
+    test = questions_by_split(examples)["test"]
+    multihal = pq.read_table(root / "data/processed/kg/multihal.parquet").to_pylist()
+    test_ids = {r["qa_id"] for r in multihal if question_key(r["input"]) in test}
+    assert metrics["answer_model"] == "extractive-reader" and metrics["split"] == "test"
+    assert metrics["items"] == min(40, len(test_ids))  # every test question, up to max_items
     assert set(metrics["per_language"]) == LANGUAGES
     english = metrics["per_language"]["en"]
     assert english["kg_rag"]["sem_score"] > english["vanilla"]["sem_score"]
@@ -63,6 +92,21 @@ def test_eval_compares_kg_rag_with_vanilla_per_language(kg_reproduced):
     named = "run_name = 'kg-rag-vs-vanilla'"
     (run,) = mlflow.search_runs([experiment.experiment_id], named, output_format="list")
     assert "en_kg_rag_sem_score" in run.data.metrics
+
+
+def test_detector_tests_on_questions_it_never_trained_or_tuned_on_and_eval_uses_only_those(
+    kg_reproduced,
+):
+    root, _ = kg_reproduced
+    examples = pq.read_table(root / "data/processed/kg/detector_examples.parquet").to_pylist()
+    questions = questions_by_split(examples)
+    assert questions["test"] and questions["dev"] and questions["train"]
+    assert not questions["test"] & (questions["train"] | questions["dev"])
+    assert not questions["dev"] & questions["train"]
+    answers = pq.read_table(root / "data/processed/kg/eval_answers.parquet").to_pylist()
+    assert answers and {question_key(a["question"]) for a in answers} <= questions["test"]
+    test_ids = {e["qa_id"] for e in examples if e["split"] == "test"}
+    assert {a["qa_id"] for a in answers} <= test_ids
 
 
 def test_mmbert_backbone_comes_from_the_registry(kg_reproduced, tmp_path):

@@ -111,3 +111,43 @@ def test_claims_round_trip_and_a_bad_field_names_file_claim_and_field(tmp_path):
         evidence.read_claims(tmp_path / "missing.json")
     with pytest.raises(ValueError, match="outside"):
         evidence.Claim(**{**claim().model_dump(), "estimate": 0.5})
+
+
+def test_a_cluster_bootstrap_of_identical_items_is_the_bootstrap_over_units():
+    # 30 questions × 4 identical examples: resampling questions is resampling their values
+    per_unit = np.random.default_rng(4).normal(0.7, 0.1, size=30)
+    items = np.repeat(per_unit, 4)
+    clusters = np.repeat(np.arange(30), 4)
+    clustered = evidence.clustered_statistic(lambda i: items[i].mean(), clusters, "questions")
+    over_units = evidence.mean(per_unit, "questions")
+    assert clustered.n == 30 and clustered.value == pytest.approx(over_units.value)
+    assert clustered.low == pytest.approx(over_units.low, abs=1e-9)
+    assert clustered.high == pytest.approx(over_units.high, abs=1e-9)
+    assert clustered.method == "BCa cluster bootstrap"
+    with pytest.raises(ValueError, match="≥ 2 units"):
+        evidence.clustered_statistic(lambda i: items[i].mean(), [0] * len(items), "questions")
+
+
+def test_clustered_auroc_is_sklearns_and_wider_than_treating_items_as_independent():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(5)
+    # 30 questions × (5 supported, 5 hallucinated); the score ranks 22 questions right and
+    # 8 wrong: 30 units, not 300 independent examples
+    labels = np.tile([1] * 5 + [0] * 5, 30)
+    clusters = np.repeat(np.arange(30), 10)
+    sign = np.where(np.arange(30) < 22, 1, -1)[clusters]
+    scores = sign * (labels - 0.5) + rng.normal(0, 0.3, size=300)
+    clustered = evidence.clustered_auroc(labels, scores, clusters, "questions")
+    independent = evidence.clustered_auroc(
+        labels, scores, np.arange(300), "examples", method="percentile"
+    )
+    assert clustered.value == pytest.approx(roc_auc_score(labels, scores))
+    assert clustered.low < clustered.value < clustered.high and clustered.n == 30
+    assert clustered.high - clustered.low > 2 * (independent.high - independent.low)
+    tied = np.round(scores, 1)  # ties count one half, as in sklearn
+    assert evidence.auroc(labels, tied) == pytest.approx(roc_auc_score(labels, tied))
+    separated = evidence.clustered_auroc(labels, labels + 0.0, clusters, "questions")
+    assert (separated.low, separated.value, separated.high) == (1.0, 1.0, 1.0)
+    with pytest.raises(ValueError, match="both labels"):
+        evidence.clustered_auroc([1, 1], [0.2, 0.3], [0, 1], "questions")

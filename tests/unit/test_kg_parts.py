@@ -242,8 +242,9 @@ def test_llm_replies_are_parsed_defensively():
 
 
 def test_examples_split_by_question_and_negatives_share_the_answers_type():
-    from tasks.kg.examples import TypeSwapper, build_examples, split_of
+    from tasks.kg.examples import TypeSwapper, build_examples
     from tasks.kg.params import KgParams
+    from tasks.kg.splits import shared_questions, split_of
 
     seed = REPO / "data" / "seed" / "codex-s"
     swapper = TypeSwapper(seed)
@@ -259,14 +260,22 @@ def test_examples_split_by_question_and_negatives_share_the_answers_type():
         "trip_labels": {lang: f"Q76 {lang} Q30" for lang in "ab"},
     }
     params = KgParams.model_validate({"slice": {"languages": ["a", "b"]}})
-    rows = [{**row, "id": f"q{n}-000", "qa_id": f"q{n}"} for n in range(200)]
+    # the split is by question (text), so each row asks its own; q{n}b asks q{n}'s again
+    rows = [
+        {**row, "id": f"q{n}{copy}-000", "qa_id": f"q{n}{copy}", "input": f"Who is Q{n}?"}
+        for n in range(200)
+        for copy in ("", "b")
+    ]
     examples = build_examples(rows, params, swapper)
     splits = {}
     for example in examples:
-        splits.setdefault(example["qa_id"], set()).add(example["split"])
-    assert all(len(s) == 1 for s in splits.values())  # no question on both sides
+        splits.setdefault(example["question"], set()).add(example["split"])
+    assert all(len(s) == 1 for s in splits.values())  # no question on two sides
+    assert not shared_questions(examples) and len(splits) == 200
     test_share = sum(s == {"test"} for s in splits.values()) / len(splits)
-    assert 0.1 < test_share < 0.3 and split_of("q7", 0.2) == split_of("q7", 0.2)
+    dev_share = sum(s == {"dev"} for s in splits.values()) / len(splits)
+    assert 0.1 < test_share < 0.3 and 0.07 < dev_share < 0.25
+    assert split_of("Who is Q7?", 0.15, 0.2) == split_of("  who is  q7? ", 0.15, 0.2)
     negatives = {e["answer"] for e in examples if e["label"] == 0}
     assert "Q30" not in negatives and negatives
     assert all(set(swapper.types[q]) & set(swapper.types["Q30"]) for q in negatives)
