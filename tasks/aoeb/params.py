@@ -89,13 +89,32 @@ def default_encoders() -> list[EncoderParams]:
     ]
 
 
+RESERVED_ROWS = {"random", "chance"}  # the leaderboard's baseline rows
+
+
 class CompareParams(StrictModel):
     finetuned: str = Field(default="embedder", description="an encoder name of `encoders`")
     base: str = Field(default="mmbert", description="the encoder it was fine-tuned from")
 
 
+class RandomBaselineParams(StrictModel):
+    """The leaderboard's `random` row: each query's candidates in a seeded random order."""
+
+    seed: int = 0
+
+
+class ClaimParams(StrictModel):
+    """Which comparisons claims.json states (all on the test queries, paired where two arms)."""
+
+    min_queries: int = Field(
+        default=20, ge=2, description="a per-task claim needs this many test queries"
+    )
+
+
 class EvaluateParams(StrictModel):
     encoders: list[EncoderParams] = Field(default_factory=default_encoders, min_length=1)
+    random: RandomBaselineParams = RandomBaselineParams()
+    claims: ClaimParams = ClaimParams()
     k_values: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 100], min_length=1)
     index: IndexParams = IndexParams()
     compare: CompareParams = CompareParams()
@@ -110,6 +129,8 @@ class EvaluateParams(StrictModel):
         names = [e.name for e in self.encoders]
         if len(set(names)) != len(names):
             raise ValueError(f"encoder names must be distinct: {names}")
+        if reserved := RESERVED_ROWS.intersection(names):
+            raise ValueError(f"encoder names {sorted(reserved)} name leaderboard rows; rename")
         return self
 
 
