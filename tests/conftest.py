@@ -119,10 +119,20 @@ SMALL_PARAMS = {
     },
     "aoeb": {
         "assemble": {
-            "code": {"max_train_queries": 60, "max_test_queries": 40, "max_documents": 150},
-            "reasoning": {"max_train_queries": 40, "max_test_queries": 40, "max_documents": 150},
+            "code": {
+                "max_train_queries": 60,
+                "max_dev_queries": 20,
+                "max_test_queries": 40,
+                "max_documents": 150,
+            },
+            "reasoning": {
+                "max_train_queries": 40,
+                "max_dev_queries": 20,
+                "max_test_queries": 40,
+                "max_documents": 200,
+            },
             "memory": {"histories": 20},
-            "multimodal": {"train_images": 64, "test_images": 32},
+            "multimodal": {"train_images": 64, "dev_images": 16, "test_images": 32},
         },
         "finetune": {"steps": 8, "checkpoint_every": 4, "batch_size": 16, "image_epochs": 1},
     },

@@ -5,9 +5,11 @@ standard-library sample: docstring → function), tool (the CLI commands of dvc,
 ray: task request → command), reasoning (two-hop questions over fact sheets of the KG
 slice), memory (multi-session histories from the same facts; each query ranked against its
 own history) and multimodal (captions → locally rendered charts and spectrograms). Each has
-a `train` split (the fine-tune's pairs) and a `test` split (what aoeb.evaluate scores), cut
-by a group key so no source item is in both. Tasks listed in `aoeb.assemble.hub` are read
-from the Hugging Face hub (`vec-ai/*`, MTEB layout) and evaluated alongside.
+a `train` split (the fine-tune's pairs), a `dev` split (where aoeb.finetune picks its
+checkpoint) and a `test` split (what aoeb.evaluate scores), fixed by a seed and cut by a
+group key (module, command family, bridge entity, history, picture) so no source item is in
+two splits. Tasks listed in `aoeb.assemble.hub` are read from the Hugging Face hub
+(`vec-ai/*`, MTEB layout) and evaluated alongside.
 """
 
 from __future__ import annotations

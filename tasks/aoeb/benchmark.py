@@ -36,7 +36,8 @@ class TaskDeclaration:
     description: str = ""
     source: str = ""  # where the material comes from (a path, a hub dataset, a paper)
     main_metric: str = "ndcg_at_10"
-    splits: tuple[str, ...] = ("test",)  # qrels splits; "train" feeds the contrastive fine-tune
+    # qrels splits: "train" feeds the contrastive fine-tune, "dev" its choices, "test" the report
+    splits: tuple[str, ...] = ("test",)
     query_instruction: str = ""  # prefixed to queries by encoders that take instructions
     has_candidates: bool = False
 

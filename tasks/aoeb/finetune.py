@@ -3,24 +3,30 @@
 Pairs are the `train` splits of every embedded text task (query with its task's
 instruction, relevant document); the encoder starts from the decay-phase mmBERT checkpoint
 (models/mmbert/decay) and trains with InfoNCE over in-batch negatives on Ray Train
-(tasks/aoeb/contrastive_train.py). The result is a transformers folder (model, tokenizer,
-card) that `aoeb.evaluate` scores next to its base, logged to MLflow and registered as
-`paperline-embedder@candidate`.
+(tasks/aoeb/contrastive_train.py), keeping a checkpoint every `checkpoint_every` steps.
+The embedder is the checkpoint with the best mean nDCG@10 on the tasks' dev splits
+(tasks/aoeb/selection.py): `steps` is a budget, the step is chosen on dev, and no test query
+is read here. The result is a transformers folder (model, tokenizer, card) that
+`aoeb.evaluate` scores next to its base, logged to MLflow and registered as
+`paperline-embedder@candidate`; the image tower is trained against the chosen text side.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import shutil
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
+from statistics import fmean
 from typing import Any
 
 from tasks.aoeb import contrastive_train, image_train
 from tasks.aoeb.benchmark import RetrievalTask, read_tasks, training_pairs
 from tasks.aoeb.params import AoebParams
+from tasks.aoeb.selection import DEV, best_candidate, split_ndcg, text_tasks_with
 from tasks.core import tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder
@@ -59,7 +65,8 @@ def embedder_card(params: AoebParams, metrics: dict[str, Any]) -> tracking.Model
             f"{metrics['pairs']} (query, relevant document) pairs from the train splits of "
             f"the embedded AOEB tasks ({per_task}); InfoNCE with in-batch negatives, batch "
             f"{settings.batch_size}, temperature {settings.temperature:g}, "
-            f"{metrics['steps']} steps."
+            f"{metrics['steps']} steps; the checkpoint at step {metrics['chosen_step']} "
+            f"chosen on the dev splits ({selection_note(metrics)})."
         ),
         intended_use=(
             "Retrieval over the embedded AOEB tasks (code, tools, multi-hop facts, memory) and "
@@ -70,8 +77,65 @@ def embedder_card(params: AoebParams, metrics: dict[str, Any]) -> tracking.Model
             "hundred synthetic pairs on CPU: expect it to trail the packaged MiniLM and BM25. "
             "The test splits share templates with the train splits (never the same items)."
         ),
-        metrics={"final_loss": metrics["final_loss"], "pairs": float(metrics["pairs"])},
+        metrics={
+            "final_loss": metrics["final_loss"],
+            "pairs": float(metrics["pairs"]),
+            **(
+                {"dev_ndcg_at_10": metrics["dev_ndcg_at_10"]} if "dev_ndcg_at_10" in metrics else {}
+            ),
+        },
     )
+
+
+def selection_note(metrics: dict[str, Any]) -> str:
+    by_step = metrics["selection"]["mean_by_step"]
+    if not by_step:
+        return "no dev split: the last checkpoint"
+    return "mean dev nDCG@10 by step: " + ", ".join(f"{s} {v:.4f}" for s, v in by_step.items())
+
+
+def checkpoint_steps(storage: Path) -> dict[int, Path]:
+    """The fit's kept checkpoints (`step-0000050`, …) by step."""
+    return {
+        int(folder.name.removeprefix("step-")): folder
+        for folder in sorted(storage.glob("step-*"))
+        if (folder / "model.safetensors").exists()
+    }
+
+
+def text_model_folder(checkpoint: Path, tokenizer: Path, target: Path) -> Path:
+    """A transformers folder encoders load: the checkpoint's weights with the tokenizer."""
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors"):
+        shutil.copyfile(checkpoint / name, target / name)
+    for path in Path(tokenizer).iterdir():
+        if path.is_file() and path.name != "README.md":
+            shutil.copyfile(path, target / path.name)
+    return target
+
+
+def choose_on_dev(
+    tasks: list[RetrievalTask], checkpoints: dict[int, Path], tokenizer: Path, scratch: Path
+) -> tuple[int, dict[str, Any]]:
+    """The step whose checkpoint ranks the dev queries best (mean nDCG@10 over the text
+    tasks); the last step when no task has a dev split."""
+    from tasks.core.text_encoders import EncoderOptions, TransformersEncoder
+
+    if not text_tasks_with(tasks, DEV):
+        return max(checkpoints), {"split": None, "mean_by_step": {}, "by_task": {}}
+    scores = {}
+    for step, checkpoint in checkpoints.items():
+        folder = text_model_folder(checkpoint, tokenizer, scratch / "dev-candidate")
+        encoder = TransformersEncoder(
+            f"embedder@{step}", folder, EncoderOptions(model=str(folder), instructions=True)
+        )
+        scores[step] = split_ndcg(encoder, tasks, DEV)
+        log.info("aoeb.finetune: step %d: dev nDCG@10 %s", step, scores[step])
+    chosen = best_candidate(scores)
+    mean_by_step = {step: round(fmean(by_task.values()), 4) for step, by_task in scores.items()}
+    by_task = {name: round(value, 4) for name, value in sorted(scores[chosen].items())}
+    return chosen, {"split": DEV, "mean_by_step": mean_by_step, "by_task": by_task}
 
 
 def train_image_tower(
@@ -190,18 +254,18 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
             run_name="embedder-finetune",
             params={"pairs": len(pairs)},
             lineage=[TASKS, BASE, TOKENIZER],
+            keep_checkpoints=math.ceil(settings.steps / settings.checkpoint_every),
         ),
         ctx,
     )
-    checkpoint, state, scratch = trained.checkpoint, trained.state, trained.storage
-    text_folder = scratch / "embedder"  # model + tokenizer: what the encoders load
-    shutil.rmtree(text_folder, ignore_errors=True)
-    text_folder.mkdir(parents=True)
-    for name in ("config.json", "model.safetensors"):
-        shutil.copyfile(checkpoint / name, text_folder / name)
-    for path in Path(inputs["tokenizer"]).iterdir():
-        if path.is_file() and path.name != "README.md":
-            shutil.copyfile(path, text_folder / path.name)
+    state, scratch = trained.state, trained.storage
+    checkpoints = checkpoint_steps(scratch)
+    if not checkpoints:
+        raise RuntimeError(f"aoeb.finetune: no step-* checkpoint under {scratch} after the fit")
+    chosen, selection = choose_on_dev(tasks, checkpoints, inputs["tokenizer"], scratch)
+    log.info("aoeb.finetune: the embedder is the checkpoint at step %d (%s)", chosen, selection)
+    # model + tokenizer: what the encoders load
+    text_folder = text_model_folder(checkpoints[chosen], inputs["tokenizer"], scratch / "embedder")
     tower, image_metrics = train_image_tower(tasks, text_folder, settings, scratch, ctx)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(text_folder)
     model = AutoModel.from_pretrained(text_folder)
@@ -210,6 +274,13 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         "pairs_by_task": dict(sorted(pairs_by_task.items())),
         "steps": state["step"],
         "final_loss": round(state["curve"][-1]["loss"], 4),
+        "chosen_step": chosen,
+        **(
+            {"dev_ndcg_at_10": selection["mean_by_step"][chosen]}
+            if selection["mean_by_step"]
+            else {}
+        ),
+        "selection": selection,
         "resumed_from": state["resumed_from"],
         **image_metrics,
     }
@@ -228,7 +299,12 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         files={"curves/loss.csv": curve_csv(state["curve"])},
         artifacts={"image_tower": tower} if tower else None,
     )
-    log.info("aoeb.finetune: final loss %s after %d steps", metrics["final_loss"], state["step"])
+    log.info(
+        "aoeb.finetune: final loss %s after %d steps; step %d chosen on dev",
+        metrics["final_loss"],
+        state["step"],
+        chosen,
+    )
     folder = Folder({p.name: p for p in text_folder.iterdir()} | {"README.md": card.to_markdown()})
     weights = ("config.json", "model.safetensors")
     tower_files = Folder(

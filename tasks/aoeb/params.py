@@ -39,9 +39,16 @@ class AssembleParams(StrictModel):
 
 
 class FinetuneParams(StrictModel):
-    """The contrastive fine-tune of the mmBERT encoder (InfoNCE, in-batch negatives)."""
+    """The contrastive fine-tune of the mmBERT encoder (InfoNCE, in-batch negatives).
 
-    steps: int = Field(default=200, ge=1)
+    `steps` is a budget: a checkpoint is kept every `checkpoint_every` steps and the stage
+    makes the embedder of the one with the best mean nDCG@10 on the tasks' dev splits. The
+    other values are fixed presets, not tuned on any split. The one choice once made on test
+    results was the step count (120 → 200 after a test score, benchmarks/RESULTS.md); 200
+    stays as the budget, and which step (50, 100, 150 or 200) becomes the embedder is now
+    decided on dev by the stage itself."""
+
+    steps: int = Field(default=200, ge=1, description="the budget; the step is chosen on dev")
     batch_size: int = Field(default=32, ge=2, description="pairs per step; the rest negatives")
     temperature: float = Field(default=0.05, gt=0)
     learning_rate: float = Field(default=1e-4, gt=0)
@@ -49,7 +56,9 @@ class FinetuneParams(StrictModel):
     weight_decay: float = Field(default=0.01, ge=0)
     query_length: int = Field(default=64, ge=8, description="tokens kept per query")
     document_length: int = Field(default=192, ge=8, description="tokens kept per document")
-    checkpoint_every: int = Field(default=50, ge=1, description="steps between checkpoints")
+    checkpoint_every: int = Field(
+        default=50, ge=1, description="steps between checkpoints: the candidates chosen on dev"
+    )
     seed: int = 0
     image_epochs: int = Field(default=30, ge=1, description="image tower (text frozen)")
     image_batch_size: int = Field(default=64, ge=2)
@@ -80,13 +89,32 @@ def default_encoders() -> list[EncoderParams]:
     ]
 
 
+RESERVED_ROWS = {"random", "chance"}  # the leaderboard's baseline rows
+
+
 class CompareParams(StrictModel):
     finetuned: str = Field(default="embedder", description="an encoder name of `encoders`")
     base: str = Field(default="mmbert", description="the encoder it was fine-tuned from")
 
 
+class RandomBaselineParams(StrictModel):
+    """The leaderboard's `random` row: each query's candidates in a seeded random order."""
+
+    seed: int = 0
+
+
+class ClaimParams(StrictModel):
+    """Which comparisons claims.json states (all on the test queries, paired where two arms)."""
+
+    min_queries: int = Field(
+        default=20, ge=2, description="a per-task claim needs this many test queries"
+    )
+
+
 class EvaluateParams(StrictModel):
     encoders: list[EncoderParams] = Field(default_factory=default_encoders, min_length=1)
+    random: RandomBaselineParams = RandomBaselineParams()
+    claims: ClaimParams = ClaimParams()
     k_values: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20, 100], min_length=1)
     index: IndexParams = IndexParams()
     compare: CompareParams = CompareParams()
@@ -101,6 +129,8 @@ class EvaluateParams(StrictModel):
         names = [e.name for e in self.encoders]
         if len(set(names)) != len(names):
             raise ValueError(f"encoder names must be distinct: {names}")
+        if reserved := RESERVED_ROWS.intersection(names):
+            raise ValueError(f"encoder names {sorted(reserved)} name leaderboard rows; rename")
         return self
 
 

@@ -8,9 +8,11 @@ import mlflow
 import pytest
 import pytrec_eval
 
-from tasks.aoeb.benchmark import read_tasks
+from tasks.aoeb.benchmark import document_text, read_tasks, training_pairs
 from tasks.aoeb.metrics import DEFAULT_K
 from tasks.aoeb.trec import read_qrels, read_run
+from tasks.core.evidence import read_claims
+from tasks.core.text_encoders import query_text
 from tests.conftest import run_cli
 from tests.integration.test_kg_model import configure_store
 
@@ -25,12 +27,51 @@ def test_every_embedded_task_is_assembled_with_disjoint_splits(aoeb_reproduced):
     tasks = read_tasks(root / "data/processed/aoeb/tasks")
     assert {t.declaration.capability for t in tasks} == CAPABILITIES
     for task in tasks:
-        train, test = task.qrels["train"], task.qrels["test"]
-        assert train and test and not set(train) & set(test)
+        train, dev, test = task.qrels["train"], task.qrels["dev"], task.qrels["test"]
+        assert train and dev and test
+        assert not set(train) & set(test) and not set(dev) & set(test)
+        assert not set(train) & set(dev)
         judged = {doc for docs in test.values() for doc in docs}
         assert judged <= set(task.corpus)
     (memory,) = [t for t in tasks if t.declaration.capability == "memory"]
     assert all(qid in memory.candidates for qid in memory.qrels["test"])
+
+
+def positives(task, split):
+    """(query id, relevant document id) of a split."""
+    return {(q, d) for q, docs in task.qrels[split].items() for d, r in docs.items() if r > 0}
+
+
+def test_test_items_are_disjoint_from_what_the_embedder_trained_and_was_chosen_on(
+    aoeb_reproduced,
+):
+    """No test query, relevant document or memory history is among the fine-tune's training
+    pairs (text and image) or the dev split its checkpoint was chosen on."""
+    root, _ = aoeb_reproduced
+    tasks = read_tasks(root / "data/processed/aoeb/tasks")
+    pairs = training_pairs(tasks)  # exactly what aoeb.finetune trains the text side on
+    metrics = json.loads((root / "models/embedder/metrics.json").read_text())
+    assert metrics["pairs"] == len(pairs) and metrics["selection"]["split"] == "dev"
+    assert str(metrics["chosen_step"]) in metrics["selection"]["mean_by_step"]
+    trained_queries, trained_documents = {q for q, _ in pairs}, {d for _, d in pairs}
+    for task in tasks:
+        instruction = task.declaration.query_instruction
+        held_out = {"dev": positives(task, "dev"), "test": positives(task, "test")}
+        trained = positives(task, "train")  # text pairs, or the image tower's pictures
+        for split in ("dev", "test"):
+            assert {q for q, _ in held_out[split]}.isdisjoint(q for q, _ in trained)
+            assert {d for _, d in held_out[split]}.isdisjoint(d for _, d in trained)
+        assert {q for q, _ in held_out["test"]}.isdisjoint(q for q, _ in held_out["dev"])
+        assert {d for _, d in held_out["test"]}.isdisjoint(d for _, d in held_out["dev"])
+        if task.declaration.modality != "text":
+            continue
+        for qid, doc in held_out["test"]:
+            assert query_text(instruction, task.queries[qid]) not in trained_queries, qid
+            assert document_text(task.corpus[doc]) not in trained_documents, doc
+    (memory,) = [t for t in tasks if t.declaration.capability == "memory"]
+    histories = {s: {q.split("-")[0] for q in memory.qrels[s]} for s in ("train", "dev", "test")}
+    assert histories["test"].isdisjoint(histories["train"] | histories["dev"])
+    assert histories["dev"].isdisjoint(histories["train"])
 
 
 def test_every_encoder_is_evaluated_and_the_finetune_is_reported_next_to_its_base(aoeb_reproduced):
@@ -53,6 +94,33 @@ def test_every_encoder_is_evaluated_and_the_finetune_is_reported_next_to_its_bas
     )
     table = (root / "data/processed/aoeb/leaderboard.md").read_text()
     assert "| embedder |" in table and "vs its base mmbert" in table
+    assert "| random |" in table and "| chance |" in table
+
+
+def test_the_leaderboard_carries_intervals_and_baselines_and_claims_are_stated(aoeb_reproduced):
+    root, _ = aoeb_reproduced
+    board = json.loads((root / "data/processed/aoeb/leaderboard.json").read_text())
+    for name, entry in board["encoders"].items():
+        for task, score in entry["by_task"].items():
+            low, high = entry["intervals"][task]
+            assert low <= score <= high, (name, task)
+        assert entry["pooled_text_tasks"]["n"] >= entry["queries"]["EmbeddedToolRetrieval"]
+    assert set(board["random"]["by_task"]) == set(board["chance"]["by_task"])
+    assert 0.4 < board["chance"]["by_task"]["EmbeddedMemoryRetrieval"] < 0.6  # 1 of ~7
+    claims = read_claims(root / "data/processed/aoeb/claims.json")
+    by_id = {claim.id: claim for claim in claims}
+    pooled = by_id["aoeb.finetuned_beats_base.pooled"]
+    assert pooled.arms == ["embedder", "mmbert"] and pooled.unit == "test queries"
+    assert pooled.estimate == pytest.approx(
+        board["finetuned_vs_base"]["paired_pooled"]["difference"], abs=1e-4
+    )
+    memory_chance = by_id["aoeb.above_chance.embedded_memory_retrieval.mmbert"]
+    assert memory_chance.null == pytest.approx(
+        board["chance"]["by_task"]["EmbeddedMemoryRetrieval"], abs=1e-4
+    )
+    for claim in claims:
+        inside = claim.ci_low <= claim.null <= claim.ci_high
+        assert (claim.verdict == "inconclusive") == inside, claim.id
 
 
 def test_runs_rescore_identically_with_the_cli_and_with_pytrec_eval(aoeb_reproduced):
@@ -86,7 +154,8 @@ def test_runs_rescore_identically_with_the_cli_and_with_pytrec_eval(aoeb_reprodu
                 assert math.isclose(printed[f"{ours}_{k}"], expected, abs_tol=1e-6), run_file
                 assert math.isclose(stored[f"{ours}_{k}"], expected, abs_tol=1e-6), run_file
         checked += 1
-    assert checked == len(ENCODERS) * 4 + 1  # four text tasks each, the embedder's images
+    # four text tasks each, the embedder's images, and the random row on all five tasks
+    assert checked == len(ENCODERS) * 4 + 1 + len(CAPABILITIES)
 
 
 def test_embedder_is_registered_with_its_card_and_the_leaderboard_is_tracked(aoeb_reproduced):

@@ -210,19 +210,21 @@ def test_candidate_pools_restrict_the_ranking(tmp_path):
 def test_multimodal_task_is_deterministic_and_split_by_picture():
     from PIL import Image
 
-    settings = MultimodalTaskParams(train_images=14, test_images=6, seed=3)
+    settings = MultimodalTaskParams(train_images=14, dev_images=4, test_images=6, seed=3)
     task, again = multimodal_task(settings), multimodal_task(settings)
     assert task.assets == again.assets and task.queries == again.queries
     other = multimodal_task(settings.model_copy(update={"seed": 4}))
     assert other.assets != task.assets
     assert task.declaration.modality == "text-to-image"
     assert task.declaration.capability == "multimodal"
-    train, test = task.qrels["train"], task.qrels["test"]
-    assert (len(train), len(test)) == (14, 6)
+    train, dev, test = task.qrels["train"], task.qrels["dev"], task.qrels["test"]
+    assert (len(train), len(dev), len(test)) == (14, 4, 6)
     train_images = {d for docs in train.values() for d in docs}
+    dev_images = {d for docs in dev.values() for d in docs}
     test_images = {d for docs in test.values() for d in docs}
     assert train_images.isdisjoint(test_images) and len(train_images | test_images) == 20
-    assert set(task.corpus) == train_images | test_images
+    assert dev_images.isdisjoint(train_images | test_images) and len(dev_images) == 4
+    assert set(task.corpus) == train_images | dev_images | test_images
     assert len(set(task.queries.values())) == len(task.queries)  # one caption per picture
     for doc in task.corpus.values():
         assert doc["title"] == doc["text"] == ""
@@ -239,10 +241,11 @@ def test_image_tower_round_trip_and_text_to_image_search(tiny_bert, tmp_path):
     tower = image_tower.ImageTower(image_tower.TowerConfig(embed_dim=32))
     image_tower.save(tower, tmp_path / "tower")
     loaded = image_tower.load(tmp_path / "tower")
-    task = multimodal_task(MultimodalTaskParams(train_images=6, test_images=4, seed=1))
+    settings = MultimodalTaskParams(train_images=6, dev_images=2, test_images=4, seed=1)
+    task = multimodal_task(settings)
     pictures = list(task.assets.values())
     before = image_tower.embed_images(tower, pictures)
-    assert before.shape == (10, 32)
+    assert before.shape == (12, 32)
     assert np.allclose(before, image_tower.embed_images(loaded, pictures), atol=1e-6)
     assert np.allclose(np.linalg.norm(before, axis=1), 1, atol=1e-5)
     (tmp_path / "broken").mkdir()

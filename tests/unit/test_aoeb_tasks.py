@@ -8,6 +8,7 @@ import json
 import logging
 import re
 import textwrap
+from itertools import combinations
 
 import click
 import pyarrow as pa
@@ -19,7 +20,7 @@ from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration, read_task, task
 from tasks.aoeb.embedded.code import CodeTaskParams, code_task, functions, module_name, summary_of
 from tasks.aoeb.embedded.memory import MemoryTaskParams, memory_task
 from tasks.aoeb.embedded.reasoning import ANSWER, BRIDGE, MultiHopTaskParams, reasoning_task
-from tasks.aoeb.embedded.splits import SplitParams, split_qrels
+from tasks.aoeb.embedded.splits import SPLITS, SplitParams, assign_groups, split_qrels
 from tasks.aoeb.embedded.tool import (
     DEFAULT_SOURCES,
     ToolCommand,
@@ -53,18 +54,20 @@ PROPERTY_LABELS = (
 
 
 def check_task(task: RetrievalTask, group_of) -> None:
-    """Both splits judged, ids resolve, and no group or relevant document in both splits."""
-    assert set(task.qrels) == {"train", "test"} == set(task.declaration.splits)
-    assert task.qrels["train"] and task.qrels["test"]
+    """Every split judged, ids resolve, and no query, group or relevant document in two
+    splits (train, dev, test)."""
+    assert set(task.qrels) == {"train", "dev", "test"} == set(task.declaration.splits)
+    assert all(task.qrels[split] for split in SPLITS)
     for judged in task.qrels.values():
         for qid, docs in judged.items():
             assert qid in task.queries and task.queries[qid].strip()
             assert docs and set(docs) <= task.corpus.keys() and min(docs.values()) > 0
-    assert set(task.queries) == task.qrels["train"].keys() | task.qrels["test"].keys()
+    assert set(task.queries) == set().union(*(task.qrels[split].keys() for split in SPLITS))
     groups = {split: {group_of(q) for q in task.qrels[split]} for split in task.qrels}
-    assert groups["train"].isdisjoint(groups["test"])
     docs = {split: {d for ds in task.qrels[split].values() for d in ds} for split in task.qrels}
-    assert docs["train"].isdisjoint(docs["test"])
+    for one, other in combinations(SPLITS, 2):
+        assert task.qrels[one].keys().isdisjoint(task.qrels[other])
+        assert groups[one].isdisjoint(groups[other]) and docs[one].isdisjoint(docs[other])
 
 
 def round_trip(task: RetrievalTask, tmp_path) -> None:
@@ -85,8 +88,39 @@ def test_split_qrels_groups_and_drops_train_queries_sharing_a_test_document():
     if any("shared" in qrels["test"][q] for q in qrels["test"]):
         assert all("shared" not in docs for docs in qrels["train"].values())
     assert split_qrels(judgments, group_of, SplitParams(test_fraction=0.5), "x") == qrels
-    with pytest.raises(InputError, match="at least 2 groups"):
+    with pytest.raises(InputError, match="at least 3 groups"):
         split_qrels(judgments, dict.fromkeys(judgments, "g"), SplitParams(), "one group")
+
+
+def test_the_dev_split_is_its_own_groups_and_no_train_query_shares_its_documents():
+    # q0..q9 in 10 groups; q0 shares a document with every other query
+    judgments = {f"q{i}": {f"d{i}": 1, "hub": 1} if i == 0 else {f"d{i}": 1} for i in range(10)}
+    judgments |= {f"p{i}": {f"e{i}": 1, "hub": 1} for i in range(1, 10)}
+    group_of = {q: f"g{q[1:]}" for q in judgments}
+    params = SplitParams(test_fraction=0.3, dev_fraction=0.3, seed=4)
+    qrels = split_qrels(judgments, group_of, params, "test input")
+    assert set(qrels) == set(SPLITS) and all(qrels[split] for split in SPLITS)
+    groups = {split: {group_of[q] for q in qrels[split]} for split in SPLITS}
+    for one, other in combinations(SPLITS, 2):
+        assert groups[one].isdisjoint(groups[other])
+    held_out = {d for split in ("dev", "test") for docs in qrels[split].values() for d in docs}
+    assert all(held_out.isdisjoint(docs) for docs in qrels["train"].values())
+    test_docs = {d for docs in qrels["test"].values() for d in docs}
+    assert all(test_docs.isdisjoint(docs) for docs in qrels["dev"].values())
+    assert split_qrels(judgments, group_of, params, "again") == qrels  # fixed by the seed
+    assert split_qrels(judgments, group_of, params.model_copy(update={"seed": 5}), "x") != qrels
+    capped = split_qrels(judgments, group_of, params.model_copy(update={"max_dev_queries": 1}), "x")
+    assert len(capped["dev"]) == 1 and capped["test"] == qrels["test"]
+
+
+def test_three_groups_make_one_per_split_and_fractions_leave_room_to_train():
+    assert sorted(assign_groups(["a", "b", "c"], 0.5, 0.5, seed=0).values()) == [
+        "dev",
+        "test",
+        "train",
+    ]
+    with pytest.raises(ValueError, match="no group to train on"):
+        SplitParams(test_fraction=0.6, dev_fraction=0.4)
 
 
 # ---------------------------------------------------------------- code
@@ -118,7 +152,8 @@ def test_code_task_on_the_stdlib_sample(real_code_task, tmp_path):
     check_task(task, lambda qid: by_title[qid[2:]][1])  # no module in both splits
     for qid in sorted(task.queries)[::10]:
         title = qid[2:]
-        assert task.qrels["test"].get(qid, task.qrels["train"].get(qid)) == {title: 1}
+        judged = {q: docs for split in SPLITS for q, docs in task.qrels[split].items()}
+        assert judged.get(qid) == {title: 1}
         node, _ = by_title[title]
         docstring = ast.get_docstring(node)
         assert (
@@ -171,7 +206,16 @@ def _write_modules(archive):
             """Join two path segments with exactly one separator."""
             return a.rstrip("/") + "/" + b.lstrip("/")
         ''')
-    files = [SourceFile("Lib/pkg/__init__.py", pkg), SourceFile("Lib/alpha.py", alpha)]
+    gamma = textwrap.dedent('''
+        def count_words(text):
+            """Count the whitespace separated words of a text."""
+            return len(text.split())
+        ''')
+    files = [
+        SourceFile("Lib/pkg/__init__.py", pkg),
+        SourceFile("Lib/alpha.py", alpha),
+        SourceFile("Lib/gamma.py", gamma),  # a third module: train, dev and test need one each
+    ]
     write_source_archive(archive, files)
 
 
@@ -185,6 +229,7 @@ def test_code_task_on_tiny_modules(tmp_path):
         "q:alpha.parse_header",
         "q:alpha.Reader.read_all",
         "q:pkg.join_paths",
+        "q:gamma.count_words",
     }
     summary = "Split one header line into its name and its value."
     assert task.queries["q:alpha.parse_header"] == summary
@@ -385,7 +430,7 @@ def test_reasoning_task_asks_two_hops(slice_nt, tmp_path):
             assert e2_name not in question  # …and not in the question
     # a known path: a person's country's official language
     qid = next(q for q, t in task.queries.items() if "official language of the country of" in t)
-    docs = task.qrels["test"].get(qid) or task.qrels["train"][qid]
+    docs = next(task.qrels[split][qid] for split in SPLITS if qid in task.qrels[split])
     e2 = bridge_of[qid]
     assert f"Language{e2[-1]}" in task.corpus[e2]["text"]
     assert task.corpus[next(d for d in docs if d != e2)]["title"].endswith("(human)")

@@ -8,8 +8,8 @@ with the docstring removed, titled by the qualified name
 own call, whose body is only the docstring, or whose code repeats the summary give no
 query. A summary shared by several functions stays with the first (by name) and the others
 leave the corpus, so no unjudged document answers a query. Functions without a usable
-docstring fill the corpus as distractors. Splits are by module: no file has functions in
-both. Relevance is 1.
+docstring fill the corpus as distractors. Splits (train, dev, test) are by module: no file
+has functions in two. Relevance is 1.
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ from pathlib import Path, PurePosixPath
 from pydantic import Field
 
 from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration
-from tasks.aoeb.embedded.splits import SplitParams, judged_documents, sample, split_qrels
+from tasks.aoeb.embedded.splits import (
+    SplitParams,
+    judged_documents,
+    sample,
+    split_qrels,
+    split_query_ids,
+)
 from tasks.core.errors import InputError
 from tasks.core.source_archive import read_source_archive
 
@@ -143,7 +149,7 @@ DECLARATION = TaskDeclaration(
     capability="code",
     description="Retrieve the Python function that a docstring summary describes.",
     source="data/seed/code (CPython 3.11 standard library sample)",
-    splits=("train", "test"),
+    splits=("train", "dev", "test"),
     query_instruction="Given a description of what code does, retrieve the function that does it",
 )
 
@@ -169,8 +175,5 @@ def code_task(archive: Path, settings: CodeTaskParams) -> RetrievalTask:
     corpus = {
         t: {"title": t, "text": by_title[t].code[: settings.max_document_chars]} for t in titles
     }
-    queries = {
-        qid: by_title[qid[2:]].summary
-        for qid in sorted(qrels["train"].keys() | qrels["test"].keys())
-    }
+    queries = {qid: by_title[qid[2:]].summary for qid in split_query_ids(qrels)}
     return RetrievalTask(DECLARATION, corpus, queries, qrels)

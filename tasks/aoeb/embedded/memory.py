@@ -6,7 +6,8 @@ of their facts is stated once, by the user, in one session of short user/assista
 and distractor sessions state facts about other entities. A query asks for one stated fact
 ("What did I tell you the <property> of <entity> is?"); its only relevant document is the
 session that states it, and it is ranked only against its own history's sessions
-(`candidates`). Splits are by history. Relevance is 1.
+(`candidates`). Splits (train, dev, test) are by history: no history, and so no session, is
+in two splits. Relevance is 1.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pydantic import Field
 
 from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration
 from tasks.aoeb.embedded.facts import Fact, FactGraph, read_facts
-from tasks.aoeb.embedded.splits import SplitParams, split_qrels
+from tasks.aoeb.embedded.splits import SplitParams, split_qrels, split_query_ids
 from tasks.core.errors import InputError
 
 OPENERS = ("Hi again!", "Hey, quick chat?", "Good morning.", "Back with more notes.")
@@ -40,8 +41,9 @@ QUESTIONS = (
 class MemoryTaskParams(SplitParams):
     """The memory task: how many histories, and how each is made."""
 
-    test_fraction: float = Field(default=0.5, gt=0, lt=1, description="histories held out")
-    histories: int = Field(default=60, ge=2, description="synthetic users")
+    test_fraction: float = Field(default=0.4, gt=0, lt=1, description="histories tested")
+    dev_fraction: float = Field(default=0.2, gt=0, lt=1, description="histories for dev")
+    histories: int = Field(default=80, ge=3, description="synthetic users")
     entities_per_history: int = Field(default=3, ge=1, description="entities a user talks about")
     facts_per_entity: int = Field(default=3, ge=1, description="facts stated per entity")
     facts_per_session: int = Field(default=2, ge=1, description="facts stated per session")
@@ -129,7 +131,7 @@ DECLARATION = TaskDeclaration(
     capability="memory",
     description="Retrieve the past chat session in which the user stated the fact asked about.",
     source="data/interim/kg/wikidata_slice.nt (facts voiced in synthetic chat histories)",
-    splits=("train", "test"),
+    splits=("train", "dev", "test"),
     query_instruction="Given a question about the chat history, retrieve the session that "
     "answers it",
     has_candidates=True,
@@ -152,7 +154,7 @@ def memory_task(slice_nt: Path, settings: MemoryTaskParams) -> RetrievalTask:
             )
             pools[qid] = [history.session_id(i) for i in range(len(history.sessions))]
     qrels = split_qrels(judgments, group_of, settings, str(slice_nt))
-    kept = sorted(qrels["train"].keys() | qrels["test"].keys())
+    kept = split_query_ids(qrels)
     used = {group_of[qid] for qid in kept}
     corpus = {}
     for history in histories:

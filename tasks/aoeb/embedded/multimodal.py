@@ -10,8 +10,9 @@ Material: small pictures rendered here, seeded, so a rebuild gives the same byte
 Each picture comes from one scene of a fixed grid (kind × attributes); its caption names
 those attributes ("a bar chart with four vertical bars rising from left to right, in red"),
 so no two pictures share a caption. Scenes are drawn without replacement and split by
-picture: the first `train_images` judge the train split, the next `test_images` the test
-split. The corpus holds every drawn picture (`images/<id>.png`, text empty); relevance is 1.
+picture: the first `train_images` judge the train split, the next `dev_images` the dev split,
+the next `test_images` the test split. The corpus holds every drawn picture
+(`images/<id>.png`, text empty); relevance is 1.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ DECLARATION = TaskDeclaration(
     modality="text-to-image",
     description="Retrieve the chart or spectrogram picture that a caption describes.",
     source="rendered locally: matplotlib charts and numpy spectrograms of synthesized signals",
-    splits=("train", "test"),
+    splits=("train", "dev", "test"),
     query_instruction="Given a caption, retrieve the picture it describes",
 )
 
@@ -71,7 +72,8 @@ class MultimodalTaskParams(StrictModel):
     """The text-to-image task: how many pictures, how large, from which seed."""
 
     seed: int = Field(default=0, description="picks the scenes and their random details")
-    train_images: int = Field(default=300, ge=1, description="pictures judged by train queries")
+    train_images: int = Field(default=280, ge=1, description="pictures judged by train queries")
+    dev_images: int = Field(default=40, ge=1, description="pictures judged by dev queries")
     test_images: int = Field(default=100, ge=1, description="pictures judged by test queries")
     image_size: int = Field(default=64, ge=16, le=512, description="square PNG side, pixels")
 
@@ -338,26 +340,32 @@ def render(scenes: list[Scene], size: int, seed: int) -> list[bytes]:
     return pictures
 
 
+def picture_split(index: int, settings: MultimodalTaskParams) -> str:
+    """The split of the `index`-th drawn picture: train, then dev, then test."""
+    if index < settings.train_images:
+        return "train"
+    return "dev" if index < settings.train_images + settings.dev_images else "test"
+
+
 def multimodal_task(settings: MultimodalTaskParams) -> RetrievalTask:
     """The text-to-image task: captions as queries, rendered pictures as the corpus."""
     grid = all_scenes()
-    wanted = settings.train_images + settings.test_images
+    wanted = settings.train_images + settings.dev_images + settings.test_images
     if wanted > len(grid):
         raise InputError(
-            f"multimodal task: train_images + test_images = {wanted}, but only {len(grid)} "
-            "distinct captions can be made; lower them"
+            f"multimodal task: train_images + dev_images + test_images = {wanted}, but only "
+            f"{len(grid)} distinct captions can be made; lower them"
         )
     order = np.random.default_rng(settings.seed).permutation(len(grid))[:wanted]
     scenes = [grid[i] for i in order]
     pictures = render(scenes, settings.image_size, settings.seed)
     corpus, queries, assets = {}, {}, {}
-    qrels: dict[str, dict[str, dict[str, int]]] = {"train": {}, "test": {}}
+    qrels: dict[str, dict[str, dict[str, int]]] = {"train": {}, "dev": {}, "test": {}}
     for index, (scene, picture) in enumerate(zip(scenes, pictures, strict=True)):
         doc_id, query_id = f"img-{index:04d}", f"cap-{index:04d}"
         path = f"images/{doc_id}.png"
         corpus[doc_id] = {"title": "", "text": "", "image": path}
         assets[path] = picture
         queries[query_id] = scene.caption
-        split = "train" if index < settings.train_images else "test"
-        qrels[split][query_id] = {doc_id: 1}
+        qrels[picture_split(index, settings)][query_id] = {doc_id: 1}
     return RetrievalTask(DECLARATION, corpus, queries, qrels, assets=assets)

@@ -6,8 +6,8 @@ e1 -p1-> e2 -p2-> e3 in which e1 has one p1 and e2 one p2, so the answer is uniq
 "What is the <p2> of the <p1> of <e1>?". Answering needs two sheets: e2's holds the answer
 (relevance 2), e1's holds the bridge to e2 (relevance 1); nDCG rewards ranking the answer
 sheet first, recall needs both. Each e1 asks one question and each bridge e2 serves a few;
-splits are by bridge entity, and a train question judging any sheet a test question judges
-is dropped. Sheets of other entities fill the corpus as distractors.
+splits (train, dev, test) are by bridge entity, and a train question judging any sheet a
+dev or test question judges is dropped. Sheets of other entities fill the corpus as distractors.
 """
 
 from __future__ import annotations
@@ -19,7 +19,13 @@ from pydantic import Field
 
 from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration
 from tasks.aoeb.embedded.facts import FactGraph, read_facts
-from tasks.aoeb.embedded.splits import SplitParams, judged_documents, sample, split_qrels
+from tasks.aoeb.embedded.splits import (
+    SplitParams,
+    judged_documents,
+    sample,
+    split_qrels,
+    split_query_ids,
+)
 
 Path2 = tuple[str, str, str, str, str]  # e1, p1, e2, p2, e3
 ANSWER, BRIDGE = 2, 1  # relevance of e2's sheet (holds the answer) and of e1's
@@ -92,7 +98,7 @@ DECLARATION = TaskDeclaration(
     capability="reasoning",
     description="Retrieve the entity fact sheets needed to answer a two-hop question.",
     source="data/interim/kg/wikidata_slice.nt (CoDEx-S facts in Wikidata IRIs)",
-    splits=("train", "test"),
+    splits=("train", "dev", "test"),
     query_instruction="Given a multi-hop question, retrieve the documents needed to answer it",
 )
 
@@ -121,6 +127,6 @@ def reasoning_task(slice_nt: Path, settings: MultiHopTaskParams) -> RetrievalTas
         }
         for e in entities
     }
-    kept = sorted(qrels["train"].keys() | qrels["test"].keys())
+    kept = split_query_ids(qrels)
     queries = {qid: question(graph, by_qid[qid]) for qid in kept}
     return RetrievalTask(DECLARATION, corpus, queries, qrels)

@@ -8,7 +8,8 @@ when it is the command's own name, swapped for a synonym ("list" -> "show"), the
 name removed, put in one of a few request templates picked by a seeded hash of the command.
 A sentence that still names the command, or is left too short, gives no query (so no
 request is a lexical copy of the name); its command stays in the corpus as a distractor.
-Splits are by command family (`dvc exp`, `mlflow runs`): no family has commands in both.
+Splits (train, dev, test) are by command family (`dvc exp`, `mlflow runs`): no family has
+commands in two.
 Relevance is 1.
 
 Everything is sorted, so the task is stable for a given set of installed versions. A CLI
@@ -29,7 +30,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tasks.aoeb.benchmark import RetrievalTask, TaskDeclaration
-from tasks.aoeb.embedded.splits import SplitParams, judged_documents, split_qrels
+from tasks.aoeb.embedded.splits import SplitParams, judged_documents, split_qrels, split_query_ids
 from tasks.core.errors import InputError
 from tasks.core.progress import get_logger
 from tasks.core.strict_model import StrictModel
@@ -269,7 +270,7 @@ DECLARATION = TaskDeclaration(
     capability="tool",
     description="Retrieve the CLI command (dvc, mlflow, ray) that performs a requested task.",
     source="the installed dvc / mlflow / ray command-line interfaces",
-    splits=("train", "test"),
+    splits=("train", "dev", "test"),
     query_instruction="Given a task, retrieve the tool that performs it",
 )
 
@@ -292,7 +293,7 @@ def tool_task_from_commands(commands: list[ToolCommand], settings: ToolTaskParam
     qrels = split_qrels(judgments, group_of, settings, "tool task")
     assert judged_documents(qrels) <= by_id.keys()
     corpus = {c.doc_id: command_document(c, settings.max_document_chars) for c in commands}
-    judged = sorted(qrels["train"].keys() | qrels["test"].keys())
+    judged = split_query_ids(qrels)
     queries = {qid: str(requests[qid[2:]]) for qid in judged}
     return RetrievalTask(DECLARATION, corpus, queries, qrels)
 
