@@ -18,6 +18,8 @@ from tasks.report.render import render, sections
 # section per area, in this order
 CLAIMS = {
     "mlm.evaluate": "models/mmbert/claims.json",
+    "kg.detector": "models/kg_halludetect/claims.json",
+    "aoeb.evaluate": "data/processed/aoeb/claims.json",
     "cmipref.evaluate": "data/processed/cmipref/claims.json",
     "deltastack.study": "models/deltastack/claims.json",
 }
