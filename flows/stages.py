@@ -37,12 +37,17 @@ def metrics_markdown(stage: StageInfo, ran: bool, root: Path) -> str:
     return "\n".join([*lines, f"Outputs: {outs}", ""])
 
 
+def artifact_key(stage: StageInfo) -> str:
+    """The stage's artifact key: Prefect allows lowercase letters, digits and dashes only."""
+    return re.sub(r"[^a-z0-9-]", "-", stage.name.lower())
+
+
 def _reproduce(stage: StageInfo, root: str) -> bool:
     ran = reproduce_stage(stage.name, Path(root))
     get_run_logger().info("%s: %s", stage.name, "reproduced" if ran else "up to date")
     create_markdown_artifact(
         markdown=metrics_markdown(stage, ran, Path(root)),
-        key=re.sub(r"[^a-z0-9-]", "-", stage.name.lower()),
+        key=artifact_key(stage),
         description=f"metrics of DVC stage {stage.dvc_name}",
     )
     return ran

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from flows.stages import artifact_key
 from tasks.core.dvc_stages import pipeline_stages
 from tests.conftest import BIN
 
@@ -85,7 +86,7 @@ def test_pipeline_and_a_prefect_yaml_deployment_run_on_the_server(product):
             assert all(t.state.is_completed() for t in tasks)
             artifacts = {a.key: a.data for a in client.read_artifacts()}
             for stage in stages:  # each stage's metrics, as a markdown artifact
-                assert artifacts[stage.dvc_name].startswith(f"# {stage.name}\n"), stage.name
+                assert artifacts[artifact_key(stage)].startswith(f"# {stage.name}\n"), stage.name
             assert "| documents |" in artifacts["corpus-ingest"]
 
             deployment = client.read_deployment_by_name("corpus/corpus-nightly")
