@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from flows.stages import artifact_key
 from tasks.core.dvc_stages import area_stages, pipeline_stages, stale_stages
 from tests.conftest import REPO, copy_repo, dvc, run_cli
 
@@ -136,7 +137,9 @@ def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, reproduce
     assert "| documents |" in artifacts["corpus-ingest"]
     for stage in stages:
         expected = "Up to date: DVC skipped it." if stage.dvc_name in KEPT else "Ran."
-        assert artifacts[stage.dvc_name].startswith(f"# {stage.name}\n\n{expected}"), stage.name
+        assert artifacts[artifact_key(stage)].startswith(f"# {stage.name}\n\n{expected}"), (
+            stage.name
+        )
 
 
 def test_area_flow_runs_in_process(repo_copy, prefect_harness):
