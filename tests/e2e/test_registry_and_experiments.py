@@ -67,6 +67,9 @@ def test_registry_lists_every_model_with_card_lineage_and_alias(reproduced):
                 assert outs[path] == digest, f"{where}: {path}"
 
 
+REPORT = {"report-build"}
+
+
 def ran_stages(output):
     return set(re.findall(r"Running stage '([^']+)'", output))
 
@@ -78,11 +81,12 @@ def test_exp_run_reruns_only_the_stages_a_param_reaches(product):
     tweak = dvc("exp", "run", "-S", "cmipref.train.finetune_learning_rate=0.001", cwd=product)
     assert tweak.returncode == 0, tweak.stderr[-2000:]
     # the training reads cmipref.train; its model feeds the evaluation; nothing else moves
-    assert ran_stages(tweak.stdout) == {"cmipref-train", "cmipref-evaluate", "report-build"}
+    # the report re-runs only when the area's claims.json bytes changed, so it may or may not
+    assert ran_stages(tweak.stdout) - REPORT == {"cmipref-train", "cmipref-evaluate"}
 
     evaluation = dvc("exp", "run", "-S", "cmipref.evaluate.top_k=[1,3]", cwd=product)
     assert evaluation.returncode == 0, evaluation.stderr[-2000:]
-    assert ran_stages(evaluation.stdout) == {"cmipref-evaluate", "report-build"}
+    assert ran_stages(evaluation.stdout) - REPORT == {"cmipref-evaluate"}
 
     listed = dvc("exp", "list", "--name-only", cwd=product)
     assert len(listed.stdout.split()) == 2, listed.stdout + listed.stderr
