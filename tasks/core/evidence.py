@@ -278,15 +278,7 @@ def clustered_statistic(
     with warnings.catch_warnings():  # a degenerate interval is handled below
         warnings.simplefilter("ignore", stats.DegenerateDataWarning)
         warnings.simplefilter("ignore", RuntimeWarning)
-        interval = stats.bootstrap(
-            (np.arange(len(groups)),),
-            resampled,
-            vectorized=False,
-            confidence_level=CONFIDENCE,
-            n_resamples=RESAMPLES,
-            method=method,
-            rng=np.random.default_rng(seed),
-        ).confidence_interval
+        interval = _bootstrap((np.arange(len(groups)),), resampled, method, seed)
     low, high = float(interval.low), float(interval.high)
     if math.isnan(low) or math.isnan(high):  # degenerate: every resample gave one value
         low = high = value
