@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping, Sequence
 
@@ -43,23 +42,9 @@ PerQuery = Mapping[str, float]  # test query id -> nDCG@10
 Rows = Mapping[str, Mapping[str, PerQuery]]  # encoder -> task -> per query
 
 
-def _undefined(estimate: evidence.Estimate) -> bool:
-    return math.isnan(estimate.low) or math.isnan(estimate.high)
-
-
 def query_mean(values: Sequence[float]) -> evidence.Estimate:
-    """Mean over test queries with its BCa interval; the percentile interval where BCa is
-    undefined (a degenerate jackknife, e.g. values equal but for rounding)."""
-    estimate = evidence.mean(values, UNIT)
-    return evidence.mean(values, UNIT, method="percentile") if _undefined(estimate) else estimate
-
-
-def query_paired(a: Sequence[float], b: Sequence[float]) -> evidence.Comparison:
-    """`a` − `b` paired over test queries, with `query_mean`'s fallback."""
-    comparison = evidence.paired(a, b, UNIT)
-    if _undefined(comparison.difference):
-        return evidence.paired(a, b, UNIT, method="percentile")
-    return comparison
+    """Mean nDCG@10 over test queries with its bootstrap interval."""
+    return evidence.mean(values, UNIT)
 
 
 def slug(name: str) -> str:
@@ -85,7 +70,7 @@ def finetune_claim(
 ) -> evidence.Claim:
     """`finetuned` − `base`, paired over the test queries of `tasks`."""
     left, right = paired_values(per_query, finetuned, base, tasks)
-    comparison = query_paired(left, right)
+    comparison = evidence.paired(left, right, UNIT)
     return evidence.Claim.of(
         comparison.difference,
         "greater",

@@ -64,31 +64,50 @@ def _values(values: Sequence[float], unit: str, at_least: int = 2) -> np.ndarray
     return array
 
 
-def _bootstrap(data: tuple[np.ndarray, ...], statistic, method: str, seed: int):
+def _bootstrap(
+    data: tuple[np.ndarray, ...], statistic, value: float, method: str, seed: int
+) -> tuple[float, float, str]:
+    """The 95% interval of `statistic` over `data`'s units: (low, high, how it was found).
+
+    The one rule for degenerate samples, used by every interval here: where BCa is undefined
+    (its jackknife degenerates, e.g. one value dominates the sample) the percentile
+    interval of the same resamples is used; where that is undefined too (every resample
+    gives one value) the interval is the point. The ends always contain the estimate (BCa on
+    a bounded statistic, an AUROC near 1, can leave it just outside).
+    """
     from scipy import stats
 
-    return stats.bootstrap(
-        data,
-        statistic,
-        paired=len(data) > 1,
-        vectorized=False,
-        confidence_level=CONFIDENCE,
-        n_resamples=RESAMPLES,
-        method=method,
-        rng=np.random.default_rng(seed),
-    ).confidence_interval
+    def interval(how: str) -> tuple[float, float]:
+        with warnings.catch_warnings():  # degenerate cases are handled by the caller
+            warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            found = stats.bootstrap(
+                data,
+                statistic,
+                paired=len(data) > 1,
+                vectorized=False,
+                confidence_level=CONFIDENCE,
+                n_resamples=RESAMPLES,
+                method=how,
+                rng=np.random.default_rng(seed),
+            ).confidence_interval
+        return float(found.low), float(found.high)
+
+    low, high = interval(method)
+    if (math.isnan(low) or math.isnan(high)) and method != "percentile":
+        method = "percentile"
+        low, high = interval(method)
+    if math.isnan(low) or math.isnan(high):
+        return value, value, f"{method} bootstrap (degenerate: every resample equal)"
+    return min(low, value), max(high, value), f"{method} bootstrap"
 
 
 def mean(values: Sequence[float], unit: str, method: str = "BCa", seed: int = SEED) -> Estimate:
     """The mean of one value per unit, with a bootstrap interval over the units."""
     array = _values(values, unit)
     value = float(array.mean())
-    if np.ptp(array) == 0:  # every resample is the same: the interval is the point
-        return Estimate(value, value, value, len(array), unit, f"{method} bootstrap")
-    interval = _bootstrap((array,), np.mean, method, seed)
-    return Estimate(
-        value, float(interval.low), float(interval.high), len(array), unit, f"{method} bootstrap"
-    )
+    low, high, how = _bootstrap((array,), np.mean, value, method, seed)
+    return Estimate(value, low, high, len(array), unit, how)
 
 
 def clustered_rate(
@@ -105,16 +124,9 @@ def clustered_rate(
     if len(hits) != len(totals) or (totals <= 0).any():
         raise ValueError(f"a clustered rate over {unit}: one positive count per unit")
     value = float(hits.sum() / totals.sum())
-    if np.ptp(hits / totals) == 0:
-        return Estimate(value, value, value, len(hits), unit, f"{method} cluster bootstrap")
-    interval = _bootstrap((hits, totals), lambda h, t: h.sum() / t.sum(), method, seed)
+    low, high, how = _bootstrap((hits, totals), lambda h, t: h.sum() / t.sum(), value, method, seed)
     return Estimate(
-        value,
-        float(interval.low),
-        float(interval.high),
-        len(hits),
-        unit,
-        f"{method} cluster bootstrap",
+        value, low, high, len(hits), unit, how.replace("bootstrap", "cluster bootstrap")
     )
 
 
@@ -262,8 +274,6 @@ def clustered_statistic(
     bootstrap interval that resamples whole units. `statistic(indices)` gets the indices of
     the resampled items (a unit drawn twice contributes its items twice); `clusters[i]` is
     item i's unit."""
-    from scipy import stats
-
     members: dict[Hashable, list[int]] = {}
     for index, cluster in enumerate(clusters):
         members.setdefault(cluster, []).append(index)
@@ -275,16 +285,10 @@ def clustered_statistic(
     def resampled(units: np.ndarray) -> float:
         return float(statistic(np.concatenate([groups[u] for u in units])))
 
-    with warnings.catch_warnings():  # a degenerate interval is handled below
-        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
-        warnings.simplefilter("ignore", RuntimeWarning)
-        interval = _bootstrap((np.arange(len(groups)),), resampled, method, seed)
-    low, high = float(interval.low), float(interval.high)
-    if math.isnan(low) or math.isnan(high):  # degenerate: every resample gave one value
-        low = high = value
-    # BCa on a bounded statistic (an AUROC near 1) can leave the estimate just outside
-    low, high = min(low, value), max(high, value)
-    return Estimate(value, low, high, len(groups), unit, f"{method} cluster bootstrap")
+    low, high, how = _bootstrap((np.arange(len(groups)),), resampled, value, method, seed)
+    return Estimate(
+        value, low, high, len(groups), unit, how.replace("bootstrap", "cluster bootstrap")
+    )
 
 
 def auroc(labels: np.ndarray, scores: np.ndarray) -> float:

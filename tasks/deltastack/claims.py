@@ -13,8 +13,7 @@ is the unit: arms are compared per sequence, pooled over seeds. Two kinds of cla
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tasks.core import evidence
@@ -48,20 +47,10 @@ class TaskEvidence:
         return not any(self.over_baseline[arm]["longest"].low > 0 for arm in arms)
 
 
-def robust(interval: Callable[[str], Estimate | Comparison]) -> Estimate | Comparison:
-    """BCa first; the percentile bootstrap where BCa degenerates (NaN ends, e.g. when one
-    value dominates the sample)."""
-    found = interval("BCa")
-    estimate = found.difference if isinstance(found, Comparison) else found
-    if math.isnan(estimate.low) or math.isnan(estimate.high):
-        return interval("percentile")
-    return found
-
-
 def excess(model: list[float], baseline: list[float], unit: str) -> Estimate:
     """Mean of (model − baseline) per sequence, with its bootstrap interval."""
     differences = [a - b for a, b in zip(model, baseline, strict=True)]
-    return robust(lambda method: evidence.mean(differences, unit, method=method))
+    return evidence.mean(differences, unit)
 
 
 def task_evidence(task: str, sequences: Sequences, unit_names: dict[str, str]) -> TaskEvidence:
@@ -74,9 +63,7 @@ def task_evidence(task: str, sequences: Sequences, unit_names: dict[str, str]) -
     versus = None
     if {"deltastack", "deltanet"} <= set(models):
         ours, theirs = sequences["deltastack"]["longest"], sequences["deltanet"]["longest"]
-        versus = robust(
-            lambda method: evidence.paired(ours, theirs, unit_names["longest"], method=method)
-        )
+        versus = evidence.paired(ours, theirs, unit_names["longest"])
     return TaskEvidence(task, over, versus)
 
 

@@ -41,6 +41,20 @@ def test_constant_values_have_a_point_interval_and_too_few_are_refused():
         evidence.mean([1.0, float("nan")], "seeds")
 
 
+def test_where_bca_is_undefined_the_percentile_interval_is_used():
+    # a constant difference up to rounding: BCa's jackknife degenerates (NaN ends) on these
+    base = np.random.default_rng(1).uniform(0, 0.6, 40)
+    shifted = base + 0.3
+    with pytest.warns(stats.DegenerateDataWarning):
+        raw = stats.bootstrap((shifted - base,), np.mean, method="BCa", rng=0)
+    assert np.isnan(raw.confidence_interval.low)
+    estimate = evidence.mean(shifted - base, "queries")
+    assert estimate.method == "percentile bootstrap"
+    assert estimate.low == pytest.approx(0.3) and estimate.high == pytest.approx(0.3)
+    difference = evidence.paired(shifted, base, "queries").difference
+    assert difference.low <= difference.value <= difference.high
+
+
 def test_a_real_paired_difference_is_found_and_no_difference_is_inconclusive():
     rng = np.random.default_rng(2)
     base = rng.uniform(0, 1, size=60)
