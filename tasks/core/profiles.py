@@ -40,7 +40,9 @@ def load_profile(root: Path, name: str) -> dict[str, Any]:
 def _flow(value: Any) -> str:
     """A value as one line of YAML flow style (how params.yaml writes short lists)."""
     return (
-        yaml.safe_dump(value, default_flow_style=True, width=1 << 16).strip().removesuffix("\n...")
+        yaml.safe_dump(value, default_flow_style=True, width=1 << 16, sort_keys=False)
+        .strip()
+        .removesuffix("\n...")
     )
 
 
@@ -63,8 +65,16 @@ def _overlay(
         if key not in base:
             raise UserError(f"{source}: {path} is not a key of params.yaml; fix the profile")
         if isinstance(value, dict) and isinstance(base[key], CommentedMap):
-            changed += _overlay(base[key], value, f"{path}.", source, lines)
-            continue
+            if not base[key].fa.flow_style():
+                changed += _overlay(base[key], value, f"{path}.", source, lines)
+                continue
+            # a one-line {…} mapping is rewritten whole, with the profile's keys merged in
+            unknown = sorted(set(value) - set(base[key]))
+            if unknown:
+                raise UserError(
+                    f"{source}: {path}.{unknown[0]} is not a key of params.yaml; fix the profile"
+                )
+            value = {**base[key], **value}
         if base[key] == value:
             continue
         key_line, _ = base.lc.key(key)
