@@ -72,25 +72,11 @@ def test_params_change_makes_stage_stale(repo_copy):
     assert stale_stages(repo_copy)["corpus.ingest"] == ["deps: params.yaml:corpus.ingest modified"]
 
 
-# Training and evaluation stages are the costly ones: the flow gets their outputs from the
-# DVC run and must find them up to date, which holds only if it rebuilds every input of
-# theirs byte for byte.
-KEPT = {
-    "mlm-pretrain",
-    "mlm-mid",
-    "mlm-decay",
-    "mlm-evaluate",
-    "kg-detector",
-    "kg-eval",
-    "scam-guard",
-    "scam-poison",
-    "deltastack-study",
-    "aoeb-finetune",
-    "aoeb-evaluate",
-    "cmipref-label",
-    "cmipref-train",
-    "cmipref-evaluate",
-}
+# The flow re-runs the corpus area's stages, whose outputs it must rebuild byte for byte, and
+# finds every later stage up to date, which holds only if those rebuilt inputs are identical.
+# (Each other area's stages run the same `paperline stage` path; re-running them all here
+# would double the pipeline's cost in the suite.)
+RERUN_AREA = "corpus"
 
 
 def copy_without_state(source, target):
@@ -114,9 +100,10 @@ def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, reproduce
     by_dvc, _ = reproduced
     by_flow = copy_without_state(by_dvc, tmp_path / "by_flow")
     stages = pipeline_stages(by_flow)
-    assert {stage.dvc_name for stage in stages} >= KEPT
+    rerun = {stage.dvc_name for stage in stages if stage.area == RERUN_AREA}
+    assert rerun and len(rerun) < len(stages)
     for stage in stages:
-        if stage.dvc_name not in KEPT:
+        if stage.dvc_name in rerun:
             for output in stage.outs:
                 path = by_flow / output
                 shutil.rmtree(path) if path.is_dir() else path.unlink()
@@ -136,7 +123,7 @@ def test_pipeline_flow_and_dvc_repro_write_identical_outputs(tmp_path, reproduce
         artifacts = {a.key: a.data for a in client.read_artifacts()}
     assert "| documents |" in artifacts["corpus-ingest"]
     for stage in stages:
-        expected = "Up to date: DVC skipped it." if stage.dvc_name in KEPT else "Ran."
+        expected = "Ran." if stage.dvc_name in rerun else "Up to date: DVC skipped it."
         assert artifacts[artifact_key(stage)].startswith(f"# {stage.name}\n\n{expected}"), (
             stage.name
         )
