@@ -64,13 +64,15 @@ def _values(values: Sequence[float], unit: str, at_least: int = 2) -> np.ndarray
     return array
 
 
-def _bootstrap(data: tuple[np.ndarray, ...], statistic, method: str, seed: int):
+def _bootstrap(
+    data: tuple[np.ndarray, ...], statistic, method: str, seed: int, paired: bool = True
+):
     from scipy import stats
 
     return stats.bootstrap(
         data,
         statistic,
-        paired=len(data) > 1,
+        paired=paired and len(data) > 1,
         vectorized=False,
         confidence_level=CONFIDENCE,
         n_resamples=RESAMPLES,
@@ -154,6 +156,23 @@ def paired(
             rng=np.random.default_rng(seed),
         ).pvalue
     return Comparison(difference, float(p_value), float(left.mean()), float(right.mean()))
+
+
+def difference(
+    a: Sequence[float], b: Sequence[float], unit: str, method: str = "BCa", seed: int = SEED
+) -> Estimate:
+    """mean(a) − mean(b) of two independent samples of units (e.g. the test rows of two
+    uncertainty bins), with a bootstrap interval that resamples each sample on its own."""
+    left, right = _values(a, unit), _values(b, unit)
+    value = float(left.mean() - right.mean())
+    n = len(left) + len(right)
+    if np.ptp(left) == 0 and np.ptp(right) == 0:
+        return Estimate(value, value, value, n, unit, f"{method} two-sample bootstrap")
+    interval = _bootstrap(
+        (left, right), lambda x, y: np.mean(x) - np.mean(y), method, seed, paired=False
+    )
+    low, high = float(interval.low), float(interval.high)
+    return Estimate(value, low, high, n, unit, f"{method} two-sample bootstrap")
 
 
 def verdict(estimate: Estimate, expect: Literal["greater", "less"], null: float = 0.0) -> Verdict:
