@@ -1,95 +1,142 @@
-"""Ray Tune over the training harness: each trial is one `training.train` fit (a Ray Train
-TorchTrainer under Tune, Train V2's "Tuner(driver)" pattern) with its own MLflow run, a
-child of the sweep's parent run.
+"""Ray Tune sweeps of small models: one Tune function trial per configuration, each its own
+MLflow run (a child of the sweep's run), results shaped like the harness's so a stage
+publishes the trials it keeps with `training.publish` (card, registration after commit).
 
-`run_trials(make_job, trials, ctx, ...)`: Tune runs `make_job(trial)` for every trial dict
-(the driver needs no CPU: the trainer's workers hold them) and reports where its fit left
-its checkpoint; the stage then chooses among the trials (on dev) and publishes what it
-keeps with `training.publish`. A trial whose scratch holds a finished fit of the same work
-(config and input bytes) reuses it, so a stage that failed after its sweep re-runs
-quickly; `mark_finished` (after the stage's commit) makes the next sweep train afresh.
+Why not a TorchTrainer per trial (`training.train` under Tune, as `paperline tune cmipref`
+does): each fit starts a Ray Train controller and worker group, seconds of overhead for a
+model that trains in one or two CPU-seconds. Here a trial is a function (`fit`) Tune runs
+in a reused actor. The driver creates each trial's MLflow run (lineage tags, parent, params)
+and ends it, so runs are written from one process at a time (SQLite), and the trial logs
+its curve to it (`train_loop.MetricsLog`).
+
+`fit(trial, folder, log) -> state`: train one configuration, save what the stage needs under
+`folder` (weights), return a JSON-able state. Each trial keeps a scratch folder: a trial
+whose fingerprint (its dict and the input bytes) is unchanged and which already finished is
+reused, so a stage that failed after its sweep re-runs quickly; `mark_finished` (after the
+stage's commit) makes the next sweep start afresh.
 """
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks.core import ray_runtime, training
-from tasks.core.io import read_json
-from tasks.core.scratch import FINISHED_FILE
+from tasks.core import ray_runtime, tracking
+from tasks.core.io import read_json, write_file
+from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.train_loop import STATE_FILE
+from tasks.core.training import RUN_FILE, TRAINED_FILE, TrainedModel
+
+CHECKPOINT = "checkpoint"
 
 
 @dataclass(frozen=True)
 class TrialResult:
     trial: dict[str, Any]  # the trial's dict as given
-    trained: training.TrainedModel
+    trained: TrainedModel  # its folder (weights), state and MLflow run: what publish takes
 
 
-def _driver(trial: Mapping[str, Any], make_job: Callable, ctx: Any) -> None:
-    import mlflow
+def _trial(config: Mapping[str, Any], fit: Callable, tracking_uri: str, threads: int) -> None:
+    """One Tune trial: fit into the trial's scratch folder, then mark it trained."""
+    import torch
     from ray import tune
 
-    trained = training.train(make_job(dict(trial["trial"])), ctx)
-    if trained.run_id:
-        mlflow.MlflowClient().set_terminated(trained.run_id)
-    tune.report(
-        {
-            "checkpoint": str(trained.checkpoint),
-            "storage": str(trained.storage),
-            "run_id": trained.run_id or "",
-            "lineage": dict(trained.lineage),
-        }
-    )
+    from tasks.core.train_loop import MetricsLog
+
+    torch.set_num_threads(threads)
+    spec = config["trial"]
+    folder = Path(spec["folder"])
+    checkpoint = folder / CHECKPOINT
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    checkpoint.mkdir(parents=True)
+    log = MetricsLog({"tracking_uri": tracking_uri, "run_id": spec["run_id"]})
+    state = fit(dict(spec["trial"]), checkpoint, log)
+    log.flush()
+    write_file(checkpoint / STATE_FILE, state)
+    write_file(folder / TRAINED_FILE, {"checkpoint": str(checkpoint)})
+    tune.report({"trained": 1})
 
 
 def run_trials(
-    make_job: Callable[[dict[str, Any]], training.TrainingJob],
+    fit: Callable[[dict[str, Any], Path, Any], dict[str, Any]],
     trials: Sequence[Mapping[str, Any]],
     ctx: Any,
     *,
     name: str,
+    names: Sequence[str],
     storage: Path,
+    experiment: str,
+    parent_run: str,
+    lineage: Sequence[str] = (),
+    sources: Sequence[Path] = (),
+    threads: int = 1,
+    cpus_per_trial: float = 1,
     max_concurrent: int = 1,
 ) -> list[TrialResult]:
-    """Fit every trial (at most `max_concurrent` at once: with a SQLite store keep 1, one
-    writer); the results in the order of `trials`. A trial that failed raises, naming it.
-    `make_job` must be picklable (a module-level function or a functools.partial of one)."""
-    import shutil
-
+    """Fit every trial not already trained (at most `max_concurrent` at once; keep 1 with a
+    SQLite store); the results in the order of `trials`, `names[i]` naming trial i's run
+    and folder. A failed trial raises, naming it. `fit` must be picklable (module-level)."""
+    import mlflow
     from ray import tune
 
-    shutil.rmtree(storage / name, ignore_errors=True)  # trials resume from their own scratch
-    indexed = [{"index": i, **dict(t)} for i, t in enumerate(trials)]
-    driver = tune.with_parameters(_driver, make_job=make_job, ctx=ctx)
-    tuner = ray_runtime.tuner(
-        tune.with_resources(driver, {"cpu": 0, "memory": 1}),
-        name=name,
-        storage=storage,
-        param_space={"trial": tune.grid_search(indexed)},
-        tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
-    )
-    found: dict[int, TrialResult] = {}
-    for result in tuner.fit():
-        trial = result.config["trial"]
-        if result.error or "checkpoint" not in (result.metrics or {}):
-            raise RuntimeError(f"{name}: trial {trial} failed: {result.error}")
-        metrics = result.metrics
-        checkpoint = Path(metrics["checkpoint"])
-        found[trial["index"]] = TrialResult(
-            {k: v for k, v in trial.items() if k != "index"},
-            training.TrainedModel(
-                checkpoint=checkpoint,
-                state=read_json(checkpoint / STATE_FILE),
-                run_id=metrics["run_id"] or None,
-                storage=Path(metrics["storage"]),
-                lineage=dict(metrics["lineage"]),
-            ),
+    uri = tracking.configure(ctx.runtime.mlflow, ctx.root)
+    experiment_id = tracking.ensure_experiment(experiment, ctx.runtime.mlflow, ctx.root)
+    client = mlflow.MlflowClient()
+    tags = tracking.lineage_tags(lineage, ctx.root)
+    pending, runs = [], {}
+    for trial, trial_name in zip(trials, names, strict=True):
+        folder = storage / trial_name
+        resuming = prepare_scratch(folder, fingerprint(dict(trial), list(sources)))
+        if resuming and (folder / RUN_FILE).exists():
+            runs[trial_name] = read_json(folder / RUN_FILE)["run_id"]
+        else:
+            run = client.create_run(
+                experiment_id,
+                run_name=trial_name,
+                tags={**tags, "mlflow.parentRunId": parent_run, "sweep": name},
+            )
+            runs[trial_name] = run.info.run_id
+            for key, value in trial.items():
+                client.log_param(runs[trial_name], key, value)
+            write_file(folder / RUN_FILE, {"run_id": runs[trial_name]})
+        if not (resuming and (folder / TRAINED_FILE).exists()):
+            pending.append(
+                {"trial": dict(trial), "folder": str(folder), "run_id": runs[trial_name]}
+            )
+    if pending:
+        shutil.rmtree(storage / f"tune-{name}", ignore_errors=True)  # trials keep their own
+        trainable = tune.with_parameters(_trial, fit=fit, tracking_uri=uri, threads=threads)
+        tuner = ray_runtime.tuner(
+            tune.with_resources(trainable, {"cpu": cpus_per_trial}),
+            name=f"tune-{name}",
+            storage=storage,
+            param_space={"trial": tune.grid_search(pending)},
+            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True),
         )
-    return [found[i] for i in range(len(indexed))]
+        for result in tuner.fit():
+            if result.error:
+                run_id = result.config["trial"]["run_id"]
+                client.set_terminated(run_id, "FAILED")
+                raise RuntimeError(
+                    f"{name}: trial {result.config['trial']['trial']} failed: {result.error}"
+                )
+    found = []
+    for trial, trial_name in zip(trials, names, strict=True):
+        folder = storage / trial_name
+        checkpoint = Path(read_json(folder / TRAINED_FILE)["checkpoint"])
+        client.set_terminated(runs[trial_name])
+        trained = TrainedModel(
+            checkpoint=checkpoint,
+            state=read_json(checkpoint / STATE_FILE),
+            run_id=runs[trial_name],
+            storage=folder,
+            lineage=tags,
+        )
+        found.append(TrialResult(dict(trial), trained))
+    return found
 
 
 def mark_finished(results: Sequence[TrialResult]) -> None:

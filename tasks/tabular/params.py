@@ -12,7 +12,6 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from tasks.core.ray_train import ScalingParams
 from tasks.core.strict_model import StrictModel
 
 Family = Literal["mlp", "plr", "tabm", "retrieval", "triplet"]
@@ -94,9 +93,9 @@ class ZooParams(StrictModel):
         default=2048, ge=16, description="training rows a retrieval model keeps for inference"
     )
     seed: int = 0
-    max_concurrent_trials: int = Field(default=1, ge=1)
-    max_failures: int = Field(default=0, ge=0)
-    scaling: ScalingParams = ScalingParams(cpus_per_worker=1, torch_threads=2)
+    max_concurrent_trials: int = Field(default=1, ge=1, description="keep 1 with a SQLite store")
+    cpus_per_trial: float = Field(default=1, gt=0)
+    torch_threads: int = Field(default=1, ge=1, description="intra-op threads per trial")
     search: SearchSpace = SearchSpace()
 
     @model_validator(mode="after")

@@ -1,11 +1,11 @@
-"""The Ray Train worker loop of one zoo trial: one family and one configuration, fitted on
-each data set in turn (AdamW, minibatches, early stopping on the dev MSE).
+"""One zoo trial (a Tune trial, tasks/core/sweep.py): one family and one configuration,
+fitted on each data set in turn (AdamW, minibatches, early stopping on the dev MSE).
 
-The config holds, per data set, the model spec (models.py) and the arrays (a seeded
-subsample of train, all of dev); the trial reports once, at the end, with a checkpoint of
-each data set's best-on-dev weights (`<dataset>.pt`) and a state with the dev MSE per
-epoch. The test split is never seen here: the stage predicts it with the chosen trials
-only. A trial is seconds long, so a worker Ray restarts trains it again from the start.
+Per data set the trial gets the model spec (models.py) and the arrays (a seeded subsample
+of train, all of dev); it saves each data set's best-on-dev weights (`<dataset>.pt`) and
+returns a state with the dev MSE per epoch, its curve also logged to the trial's MLflow
+run. The test split is never seen here: the stage predicts it with the chosen trials only.
+A trial is seconds long: one that dies is trained again from the start.
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from tasks.core.ray_train import start_worker
-from tasks.core.train_loop import MetricsLog, report_with_checkpoint
 
 
 def fit_one(
@@ -31,8 +28,8 @@ def fit_one(
 
     generator = torch.Generator().manual_seed(config["seed"])
     torch.manual_seed(config["seed"])
-    x = torch.as_tensor(arrays["x_train"], dtype=torch.float32)
-    y = torch.as_tensor(arrays["y_train"], dtype=torch.float32)
+    x = torch.tensor(arrays["x_train"], dtype=torch.float32)
+    y = torch.tensor(arrays["y_train"], dtype=torch.float32)
     model = build_model(spec)
     if spec["family"] == "retrieval":
         bank = torch.randperm(len(x), generator=generator)[: spec["bank_rows"]]
@@ -57,7 +54,7 @@ def fit_one(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
         dev = float(np.mean((predict(model, arrays["x_dev"]) - arrays["y_dev"]) ** 2))
         curve.append({"epoch": epoch, "train_loss": float(np.mean(losses)), "dev_mse": dev})
         if log is not None:
@@ -75,29 +72,29 @@ def fit_one(
     return best_state, summary
 
 
-def train_loop(config: dict[str, Any]) -> None:
+def fit_trial(
+    trial: dict[str, Any],
+    folder: Path,
+    log: Any,
+    *,
+    specs: dict[str, dict[str, dict]],
+    arrays: dict[str, dict[str, np.ndarray]],
+) -> dict[str, Any]:
+    """One configuration on every data set (tasks/core/sweep.py's `fit`): each data set's
+    best-on-dev weights as `<dataset>.pt` under `folder`; the state with the dev curves."""
     import torch
 
-    rank, _ = start_worker(config)
-    log = MetricsLog(config) if rank == 0 and config.get("run_id") else None
-    weights, summaries, curve = {}, {}, []
-    for dataset in config["datasets"]:
-        weights[dataset], summaries[dataset] = fit_one(
-            config["specs"][dataset], config["arrays"][dataset], config, log, dataset
-        )
+    summaries, curve = {}, []
+    name = f"{trial['family']}-{trial['number']}"
+    for dataset, own in arrays.items():
+        weights, summaries[dataset] = fit_one(specs[dataset][name], own, trial, log, dataset)
+        torch.save(weights, folder / f"{dataset}.pt")
         curve += [{"dataset": dataset, **p} for p in summaries[dataset]["curve"]]
-    state = {
+    return {
         "step": sum(s["epochs"] for s in summaries.values()),
         "epoch": max(s["epochs"] for s in summaries.values()),
         "curve": curve,
         "resumed_from": [],
         "datasets": {d: {k: v for k, v in s.items() if k != "curve"} for d, s in summaries.items()},
-        "specs": config["specs"],
+        "specs": {d: specs[d][name] for d in arrays},
     }
-
-    def save(folder: Path) -> None:
-        for dataset, state_dict in weights.items():
-            torch.save(state_dict, folder / f"{dataset}.pt")
-
-    metrics = {f"{d}_dev_mse": s["dev_mse"] for d, s in summaries.items()}
-    report_with_checkpoint(metrics, state, save, name="final")

@@ -3,11 +3,13 @@ family registered.
 
 Trials: for each family (models.py: mlp, plr, tabm, retrieval, triplet) `zoo.trials`
 configurations drawn without replacement from the search space (a seeded shuffle of the
-grid of the values the family uses). Each trial is one fit through the training harness
-(tasks/core/sweep.py → training.train: a TorchTrainer, its own MLflow run, a child of the
-sweep's run) on both data sets; trial.py trains with early stopping on the dev MSE. Per
-family and data set the trial with the lowest dev MSE is chosen; only the chosen models
-predict the test split (`predictions.parquet`, read by tabular.evaluate).
+grid of the values the family uses). Each trial is one Ray Tune trial with its own MLflow
+run, a child of the `zoo-sweep` run (tasks/core/sweep.py), fitting both data sets; trial.py
+trains with early stopping on the dev MSE. Per family and data set the trial with the
+lowest dev MSE is chosen; only the chosen models predict the test split
+(`predictions.parquet`, read by tabular.evaluate). The chosen trials are published through
+the training harness (`training.publish`: card, registration once the outputs are
+committed).
 
 Registered (California, the data set the served model predicts): the best of each family
 as `paperline-tabular-<family>`, and the family with the lowest dev MSE as
@@ -33,6 +35,7 @@ from tasks.core.stage import Stage, StageContext
 from tasks.tabular import serving
 from tasks.tabular.features import PREPROCESSOR, Prepared
 from tasks.tabular.params import FAMILIES, TabularParams, ZooParams
+from tasks.tabular.trial import fit_trial
 
 log = get_logger("paperline.tabular.zoo")
 DATASETS = ("california", "synthetic")
@@ -51,6 +54,9 @@ LINEAGE = ("data/processed/tabular/california", "data/processed/tabular/syntheti
 def sample_trials(zoo: ZooParams) -> list[dict[str, Any]]:
     """Per family, `zoo.trials` distinct configurations (fewer if its grid is smaller)."""
     space = zoo.search.model_dump()
+    # what else decides a trial's result (its fingerprint and MLflow params)
+    keys = ("seed", "epochs", "patience", "batch_size", "train_rows", "retrieval_bank")
+    settings = {key: getattr(zoo, key) for key in keys}
     trials = []
     for family in zoo.families:
         keys = SEARCHED[family]
@@ -58,13 +64,21 @@ def sample_trials(zoo: ZooParams) -> list[dict[str, Any]]:
         rng = np.random.default_rng([zoo.seed, FAMILIES.index(family)])
         for number, index in enumerate(rng.permutation(len(grid))[: zoo.trials]):
             trials.append(
-                {"family": family, "number": number, **dict(zip(keys, grid[index], strict=True))}
+                {
+                    "family": family,
+                    "number": number,
+                    **dict(zip(keys, grid[index], strict=True)),
+                    **settings,
+                }
             )
     return trials
 
 
+SETTINGS = ("number", "seed", "epochs", "patience", "batch_size", "train_rows", "retrieval_bank")
+
+
 def model_spec(trial: Mapping[str, Any], prepared: Prepared, zoo: ZooParams, rows: int) -> dict:
-    spec = {k: v for k, v in trial.items() if k != "number"}
+    spec = {k: v for k, v in trial.items() if k not in SETTINGS}
     spec.setdefault("n_blocks", 1)
     spec |= {"n_features": len(prepared.features), "n_numerical": prepared.n_numerical}
     if trial["family"] == "retrieval":
@@ -90,46 +104,6 @@ def training_arrays(prepared: Prepared, zoo: ZooParams) -> dict[str, np.ndarray]
 
 def trial_name(trial: Mapping[str, Any]) -> str:
     return f"{trial['family']}-{trial['number']}"
-
-
-def make_job(
-    trial: dict[str, Any],
-    *,
-    zoo: ZooParams,
-    specs: dict[str, dict[str, dict]],
-    arrays: dict[str, dict[str, np.ndarray]],
-    sources: list[Path],
-    storage: Path,
-    experiment: str,
-    parent: str,
-) -> training.TrainingJob:
-    """One trial's TrainingJob (module-level and picklable: Tune sends it to the trial)."""
-    from tasks.tabular.trial import train_loop
-
-    name = trial_name(trial)
-    return training.TrainingJob(
-        name=f"tabular.zoo.{name}",
-        train_loop=train_loop,
-        config={
-            "family": trial["family"],
-            "seed": zoo.seed,
-            "epochs": zoo.epochs,
-            "patience": zoo.patience,
-            "batch_size": zoo.batch_size,
-            "datasets": list(DATASETS),
-            "specs": {d: specs[d][name] for d in DATASETS},
-        },
-        data={"arrays": arrays},
-        sources=sources,
-        scaling=zoo.scaling,
-        max_failures=zoo.max_failures,
-        experiment=experiment,
-        run_name=name,
-        lineage=list(LINEAGE),
-        tags={"mlflow.parentRunId": parent, "family": trial["family"]},
-        params={k: v for k, v in trial.items() if k != "family"},
-        storage=storage / name,
-    )
 
 
 def chosen_trials(results: list[sweep.TrialResult]) -> dict[str, dict[str, sweep.TrialResult]]:
@@ -189,7 +163,7 @@ def model_card(
         metrics={
             "dev_mse": entry["dev_mse"],
             "test_mse": entry["test_mse"],
-            "test_rmse_dollars": entry["test_rmse_dollars"],
+            "test_rmse_target_units": entry["test_rmse_target_units"],
         },
     )
 
@@ -219,22 +193,19 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
     with tracking.start_run(
         params.experiment, ctx.runtime.mlflow, run_name="zoo-sweep", inputs=LINEAGE, root=ctx.root
     ) as parent:
-        make = functools.partial(
-            make_job,
-            zoo=zoo,
-            specs=specs,
-            arrays=arrays,
-            sources=[inputs[d] for d in DATASETS],
-            storage=ctx.scratch("ray", "tabular", "zoo"),
-            experiment=params.experiment,
-            parent=parent.info.run_id,
-        )
         results = sweep.run_trials(
-            make,
+            functools.partial(fit_trial, specs=specs, arrays=arrays),
             trials,
             ctx,
             name="tabular-zoo",
-            storage=ctx.scratch("ray", "tune", "tabular"),
+            names=[trial_name(t) for t in trials],
+            storage=ctx.scratch("ray", "tabular", "zoo"),
+            experiment=params.experiment,
+            parent_run=parent.info.run_id,
+            lineage=LINEAGE,
+            sources=[inputs[d] for d in DATASETS],
+            threads=zoo.torch_threads,
+            cpus_per_trial=zoo.cpus_per_trial,
             max_concurrent=zoo.max_concurrent_trials,
         )
         chosen = chosen_trials(results)
@@ -287,12 +258,12 @@ def evaluate_chosen(
             summary[dataset][family] = {
                 "trial": trial_name(result.trial),
                 "hyperparameters": {
-                    k: v for k, v in result.trial.items() if k not in ("family", "number")
+                    k: v for k, v in result.trial.items() if k not in ("family", *SETTINGS)
                 },
                 "dev_mse": round(result.trained.state["datasets"][dataset]["dev_mse"], 5),
                 "best_epoch": result.trained.state["datasets"][dataset]["best_epoch"],
                 "test_mse": round(mse, 5),
-                "test_rmse_dollars": round(float(np.sqrt(mse) * std), 1),
+                "test_rmse_target_units": round(float(np.sqrt(mse) * std), 1),
             }
         tables.append(pa.table(columns))
     return summary, pa.concat_tables(tables, promote_options="default")

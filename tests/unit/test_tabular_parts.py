@@ -155,12 +155,12 @@ def test_the_triplet_objective_pulls_similar_targets_together():
     assert triplet_loss(aligned, y, 0.2) < triplet_loss(shuffled, y, 0.2)
     embeddings = torch.randn(40, 3, 4, requires_grad=True)
     optimizer = torch.optim.SGD([embeddings], lr=0.5)
-    before = float(triplet_loss(embeddings, y, 0.2))
+    before = triplet_loss(embeddings, y, 0.2).item()
     for _ in range(30):
         optimizer.zero_grad()
         triplet_loss(embeddings, y, 0.2).backward()
         optimizer.step()
-    assert float(triplet_loss(embeddings, y, 0.2)) < before
+    assert triplet_loss(embeddings, y, 0.2).item() < before
 
 
 def test_the_uncertainty_estimate_recovers_g_on_synthetic_data():
