@@ -45,9 +45,9 @@ class SyntheticParams(StrictModel):
 class UncertaintyParams(StrictModel):
     """CatBoost RMSEWithUncertainty: per-sample data uncertainty (the predicted variance)."""
 
-    iterations: int = Field(default=400, ge=10)
+    iterations: int = Field(default=300, ge=10)
     depth: int = Field(default=6, ge=1, le=16)
-    learning_rate: float = Field(default=0.08, gt=0)
+    learning_rate: float = Field(default=0.1, gt=0)
     early_stopping_rounds: int = Field(default=50, ge=1, description="on the dev split")
     threads: int = Field(default=2, ge=1)
     seed: int = 0
