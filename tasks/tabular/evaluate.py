@@ -129,7 +129,7 @@ def build_claims(found: dict[str, dict[str, Any]], params: TabularParams) -> lis
                     paper=PAPER,
                     claim=(
                         f"The gain of {NAMES[method]} over a plain MLP is larger on "
-                        "high-uncertainty samples than on low-uncertainty ones"
+                        "high-uncertainty samples than on low-uncertainty ones."
                     ),
                     paper_value="stated qualitatively (the paper's uncertainty plots)",
                     metric=(
@@ -150,7 +150,7 @@ def build_claims(found: dict[str, dict[str, Any]], params: TabularParams) -> lis
                     id=f"tabular.{dataset}.triplet_beats_periodic",
                     paper=PAPER,
                     claim="The new numerical embedding (triplet-trained) improves on the existing "
-                    "periodic embeddings",
+                    "periodic embeddings.",
                     paper_value="a modest improvement over LRLR / PLR (stated qualitatively)",
                     metric=f"{dataset}: test MSE of plr − triplet, paired over test rows",
                     arms=["triplet", "plr"],
