@@ -117,6 +117,11 @@ SMALL_PARAMS = {
         "lengths": {"test_buckets": [60, 80, 100]},
         "budgets": {"tiny": {"steps": 6, "eval_every": 3, "eval_examples": 8}},
     },
+    "tabular": {
+        "synthetic": {"rows": 1000},
+        "uncertainty": {"iterations": 60},
+        "zoo": {"trials": 1, "epochs": 2, "train_rows": 500, "retrieval_bank": 256},
+    },
     "aoeb": {
         "assemble": {
             "code": {
@@ -314,6 +319,7 @@ scam_reproduced = area_fixture("scam")
 deltastack_reproduced = area_fixture("deltastack")
 aoeb_reproduced = area_fixture("aoeb")
 cmipref_reproduced = area_fixture("cmipref")
+tabular_reproduced = area_fixture("tabular")
 
 
 def run_cli(

@@ -65,7 +65,12 @@ def _values(values: Sequence[float], unit: str, at_least: int = 2) -> np.ndarray
 
 
 def _bootstrap(
-    data: tuple[np.ndarray, ...], statistic, value: float, method: str, seed: int
+    data: tuple[np.ndarray, ...],
+    statistic,
+    value: float,
+    method: str,
+    seed: int,
+    paired: bool = True,
 ) -> tuple[float, float, str]:
     """The 95% interval of `statistic` over `data`'s units: (low, high, how it was found).
 
@@ -84,7 +89,7 @@ def _bootstrap(
             found = stats.bootstrap(
                 data,
                 statistic,
-                paired=len(data) > 1,
+                paired=paired and len(data) > 1,
                 vectorized=False,
                 confidence_level=CONFIDENCE,
                 n_resamples=RESAMPLES,
@@ -166,6 +171,19 @@ def paired(
             rng=np.random.default_rng(seed),
         ).pvalue
     return Comparison(difference, float(p_value), float(left.mean()), float(right.mean()))
+
+
+def difference(
+    a: Sequence[float], b: Sequence[float], unit: str, method: str = "BCa", seed: int = SEED
+) -> Estimate:
+    """mean(a) − mean(b) of two independent samples of units (e.g. the test rows of two
+    uncertainty bins), with a bootstrap interval that resamples each sample on its own."""
+    left, right = _values(a, unit), _values(b, unit)
+    value = float(left.mean() - right.mean())
+    low, high, how = _bootstrap(
+        (left, right), lambda x, y: np.mean(x) - np.mean(y), value, method, seed, paired=False
+    )
+    return Estimate(value, low, high, len(left) + len(right), unit, f"two-sample {how}")
 
 
 def verdict(estimate: Estimate, expect: Literal["greater", "less"], null: float = 0.0) -> Verdict:

@@ -1,5 +1,6 @@
 """`report.build`: every area's claims.json into reports/REPORT.md, reports/index.html, a
-forest plot per area (reports/figures/, also `dvc plots`) and the verdict counts."""
+forest plot per area (reports/figures/, also `dvc plots`; an area's own figure beside it
+where FIGURES names one) and the verdict counts."""
 
 from __future__ import annotations
 
@@ -22,7 +23,14 @@ CLAIMS = {
     "aoeb.evaluate": "data/processed/aoeb/claims.json",
     "cmipref.evaluate": "data/processed/cmipref/claims.json",
     "deltastack.study": "models/deltastack/claims.json",
+    "tabular.evaluate": "models/tabular/claims.json",
 }
+# stage → a figure of its own that its area's section shows below the forest plot
+FIGURES = {"tabular.evaluate": "models/tabular/plots/uncertainty_plots.png"}
+
+
+def figure_role(stage: str) -> str:
+    return f"{stage}:figure"
 
 
 def run(params: ReportParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
@@ -33,12 +41,20 @@ def run(params: ReportParams, inputs: Mapping[str, Path], ctx: StageContext) -> 
     figures = {
         area: forest_plot(f"{found[0].paper} ({area})", found) for area, found in claims.items()
     }
-    markdown, page = render(params.title, params.profile, sections(claims, figures))
+    extras = {
+        stage.split(".")[0]: inputs[figure_role(stage)].read_bytes()
+        for stage in FIGURES
+        if stage.split(".")[0] in claims
+    }
+    markdown, page = render(params.title, params.profile, sections(claims, figures, extras))
     counts = Counter(claim.verdict for found in claims.values() for claim in found)
     return {
         "markdown": markdown,
         "html": page,
-        "figures": Folder({f"{area}.png": png for area, png in figures.items()}),
+        "figures": Folder(
+            {f"{area}.png": png for area, png in figures.items()}
+            | {f"{area}-results.png": png for area, png in extras.items()}
+        ),
         "verdicts": {
             "claims": sum(counts.values()),
             **{v: counts[v] for v in ("supported", "contradicted", "inconclusive")},
@@ -50,7 +66,7 @@ STAGE = Stage(
     name="report.build",
     run=run,
     params_key="report",
-    inputs=CLAIMS,
+    inputs={**CLAIMS, **{figure_role(stage): path for stage, path in FIGURES.items()}},
     outputs={
         "markdown": "reports/REPORT.md",
         "html": "reports/index.html",

@@ -19,6 +19,7 @@ class Section:
     paper: str
     claims: Sequence[Claim]
     figure: str  # the forest plot's PNG, base64 (the HTML embeds it)
+    extra: str | None = None  # the area's own figure (PNG, base64), if it has one
 
 
 def number(value: float) -> str:
@@ -36,9 +37,22 @@ def _environment(autoescape: bool) -> jinja2.Environment:
     return environment
 
 
-def sections(claims: Mapping[str, Sequence[Claim]], figures: Mapping[str, bytes]) -> list[Section]:
+def sections(
+    claims: Mapping[str, Sequence[Claim]],
+    figures: Mapping[str, bytes],
+    extras: Mapping[str, bytes] | None = None,
+) -> list[Section]:
+    def encoded(png: bytes | None) -> str | None:
+        return base64.b64encode(png).decode() if png is not None else None
+
     return [
-        Section(area, found[0].paper, found, base64.b64encode(figures[area]).decode())
+        Section(
+            area,
+            found[0].paper,
+            found,
+            base64.b64encode(figures[area]).decode(),
+            encoded((extras or {}).get(area)),
+        )
         for area, found in claims.items()
     ]
 

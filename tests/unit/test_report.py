@@ -104,4 +104,23 @@ def test_the_report_reads_every_claims_file_the_pipeline_writes():
         if "claims" in declared.outputs:
             written[declared.name] = declared.outputs["claims"]
     assert written == build.CLAIMS
-    assert build.STAGE.inputs == written
+    figures = {build.figure_role(stage): path for stage, path in build.FIGURES.items()}
+    assert build.STAGE.inputs == {**written, **figures}
+    assert set(build.FIGURES) <= set(build.CLAIMS)
+
+
+def test_an_area_figure_appears_below_its_forest_plot(tmp_path, monkeypatch):
+    monkeypatch.setattr(build, "CLAIMS", {"one.evaluate": "a"})
+    monkeypatch.setattr(build, "FIGURES", {"one.evaluate": "p"})
+    figure = tmp_path / "own.png"
+    figure.write_bytes(build.forest_plot("x", []))
+    inputs = {
+        "one.evaluate": claims_file(tmp_path, "one", ["supported"]),
+        build.figure_role("one.evaluate"): figure,
+    }
+    outputs = build.run(ReportParams(), inputs, StageContext.at(tmp_path))
+    assert set(outputs["figures"]) == {"one.png", "one-results.png"}
+    assert "(figures/one-results.png)" in outputs["markdown"]
+    parser = Images()
+    parser.feed(outputs["html"])
+    assert len(parser.sources) == 2

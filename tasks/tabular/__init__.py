@@ -1,0 +1,1 @@
+"""Data uncertainty in tabular deep learning (Kartashev, Rubachev, Babenko; arXiv 2509.04430)."""

@@ -1,0 +1,100 @@
+"""One zoo trial (a Tune trial, tasks/core/sweep.py): one family and one configuration,
+fitted on each data set in turn (AdamW, minibatches, early stopping on the dev MSE).
+
+Per data set the trial gets the model spec (models.py) and the arrays (a seeded subsample
+of train, all of dev); it saves each data set's best-on-dev weights (`<dataset>.pt`) and
+returns a state with the dev MSE per epoch, its curve also logged to the trial's MLflow
+run. The test split is never seen here: the stage predicts it with the chosen trials only.
+A trial is seconds long: one that dies is trained again from the start.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def fit_one(
+    spec: dict[str, Any], arrays: dict[str, np.ndarray], config: dict[str, Any], log: Any, key: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Train one model; (its best-on-dev state dict, its summary with the dev curve)."""
+    import torch
+
+    from tasks.tabular.models import build_model, predict, training_loss
+
+    generator = torch.Generator().manual_seed(config["seed"])
+    torch.manual_seed(config["seed"])
+    x = torch.tensor(arrays["x_train"], dtype=torch.float32)
+    y = torch.tensor(arrays["y_train"], dtype=torch.float32)
+    model = build_model(spec)
+    if spec["family"] == "retrieval":
+        bank = torch.randperm(len(x), generator=generator)[: spec["bank_rows"]]
+        model.bank_x.copy_(x[bank])
+        model.bank_y.copy_(y[bank])
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=spec["learning_rate"], weight_decay=spec["weight_decay"]
+    )
+    best, best_state, since, curve = math.inf, copy.deepcopy(model.state_dict()), 0, []
+    batch = config["batch_size"]
+    for epoch in range(1, config["epochs"] + 1):
+        model.train()
+        order = torch.randperm(len(x), generator=generator)
+        losses = []
+        for start in range(0, len(x), batch):
+            rows = order[start : start + batch]
+            sampled = None
+            if spec["family"] == "retrieval":
+                pick = torch.randperm(len(x), generator=generator)[: spec["candidates"]]
+                sampled = (x[pick], y[pick], rows[:, None] == pick[None, :])
+            loss = training_loss(model, spec, x[rows], y[rows], sampled)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        dev = float(np.mean((predict(model, arrays["x_dev"]) - arrays["y_dev"]) ** 2))
+        curve.append({"epoch": epoch, "train_loss": float(np.mean(losses)), "dev_mse": dev})
+        if log is not None:
+            log.add(epoch, {f"{key}_train_loss": curve[-1]["train_loss"], f"{key}_dev_mse": dev})
+        if dev < best:
+            best, best_state, since = dev, copy.deepcopy(model.state_dict()), 0
+        else:
+            since += 1
+            if since >= config["patience"]:
+                break
+    if log is not None:
+        log.flush()
+    chosen = min(curve, key=lambda point: point["dev_mse"])
+    summary = {"dev_mse": best, "best_epoch": chosen["epoch"], "epochs": len(curve), "curve": curve}
+    return best_state, summary
+
+
+def fit_trial(
+    trial: dict[str, Any],
+    folder: Path,
+    log: Any,
+    *,
+    specs: dict[str, dict[str, dict]],
+    arrays: dict[str, dict[str, np.ndarray]],
+) -> dict[str, Any]:
+    """One configuration on every data set (tasks/core/sweep.py's `fit`): each data set's
+    best-on-dev weights as `<dataset>.pt` under `folder`; the state with the dev curves."""
+    import torch
+
+    summaries, curve = {}, []
+    name = f"{trial['family']}-{trial['number']}"
+    for dataset, own in arrays.items():
+        weights, summaries[dataset] = fit_one(specs[dataset][name], own, trial, log, dataset)
+        torch.save(weights, folder / f"{dataset}.pt")
+        curve += [{"dataset": dataset, **p} for p in summaries[dataset]["curve"]]
+    return {
+        "step": sum(s["epochs"] for s in summaries.values()),
+        "epoch": max(s["epochs"] for s in summaries.values()),
+        "curve": curve,
+        "resumed_from": [],
+        "datasets": {d: {k: v for k, v in s.items() if k != "curve"} for d, s in summaries.items()},
+        "specs": {d: specs[d][name] for d in arrays},
+    }
