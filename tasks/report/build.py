@@ -22,6 +22,7 @@ CLAIMS = {
     "aoeb.evaluate": "data/processed/aoeb/claims.json",
     "cmipref.evaluate": "data/processed/cmipref/claims.json",
     "deltastack.study": "models/deltastack/claims.json",
+    "scam.audit": "data/processed/scam/claims.json",
 }
 
 
