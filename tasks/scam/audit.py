@@ -156,9 +156,7 @@ def model_metrics(own: list[dict[str, Any]], detectors: list[str]) -> dict[str, 
         "urls_found": sum(len(r["urls_found"]) for r in own),
         "url_guard_unseen_domains": {
             "urls_scored": sum(len(r["guard_scored_urls"]) for r in own),
-            "urls_not_scored": sum(
-                len(r["urls_found"]) - len(r["guard_scored_urls"]) for r in own
-            ),
+            "urls_not_scored": sum(len(r["urls_found"]) - len(r["guard_scored_urls"]) for r in own),
             "prompts_scored": len(scored),
             "flagged": _rate(own, lambda r: bool(r["guard_flagged_urls"])),
         },

@@ -124,8 +124,8 @@ def poisoning_claims(
             if name != "exact_url" and model is not poisoned[-1]:
                 continue
             comparison = robust(
-                lambda method, i=index: evidence.paired(
-                    samples[i], samples[0], "prompts", method=method
+                lambda method, ours=samples[index], base=samples[0]: evidence.paired(
+                    ours, base, "prompts", method=method
                 )
             )
             claims.append(

@@ -117,7 +117,11 @@ def _study(tmp_path, rates):
 
 def test_dose_response_gives_wilson_intervals_and_a_trend(tmp_path):
     rates, n = [0.0, 0.05, 0.2], 60
-    rows = [r for rate, hits in zip(rates, [0, 4, 15]) for r in _rows(f"code-lm-poison-{rate:g}", hits, n)]
+    rows = [
+        r
+        for rate, hits in zip(rates, [0, 4, 15], strict=True)
+        for r in _rows(f"code-lm-poison-{rate:g}", hits, n)
+    ]
     ids = [f"p{i:03d}" for i in range(n)]
     study = dose_response(rows, _study(tmp_path, rates), ids)
     top = study["rates"][-1]["poisoned_url"]
