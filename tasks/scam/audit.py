@@ -182,8 +182,13 @@ def _guard_cell(figures: dict[str, Any]) -> str:
 
 
 def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
+    import torch
+
     from tasks.scam.code_lm import LocalCodeModel
 
+    # the code LMs' matrices are tiny: a second thread only waits on the first (and on a
+    # busy machine, for a core)
+    torch.set_num_threads(1)
     settings = params.audit
     prompts = read_parquet(inputs["prompts"]).to_pylist()[: settings.max_prompts]
     oracle = build_oracle(params, inputs["blocklist"])
