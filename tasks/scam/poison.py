@@ -128,7 +128,11 @@ def scam_endpoint_preference(
 def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
     import mlflow
     import ray.data
+    import torch
 
+    # this process only scores the trained models (tiny matrices: a second thread only
+    # waits); the training runs in Ray workers with `scaling.torch_threads`
+    torch.set_num_threads(1)
     settings = params.poison
     documents = clean_documents(inputs["code"])
     snippets = poison_snippets(read_parquet(inputs["pages"]).to_pylist())
