@@ -106,10 +106,9 @@ SMALL_PARAMS = {
             "rates": [0.0, 0.2],
             "steps": 16,
             "log_every": 8,
-            "max_prompts": 8,
-            "max_new_tokens": 32,
             "model": {"vocab_size": 500},
-        }
+        },
+        "audit": {"max_prompts": 64, "max_new_tokens": 32},
     },
     "deltastack": {
         "tasks": ["parity", "dyck"],

@@ -24,6 +24,7 @@ CLAIMS = {
     "cmipref.evaluate": "data/processed/cmipref/claims.json",
     "deltastack.study": "models/deltastack/claims.json",
     "tabular.evaluate": "models/tabular/claims.json",
+    "scam.audit": "data/processed/scam/claims.json",
 }
 # stage → a figure of its own that its area's section shows below the forest plot
 FIGURES = {"tabular.evaluate": "models/tabular/plots/uncertainty_plots.png"}

@@ -79,31 +79,55 @@ def prompt_text(prompt: str) -> str:
 
 
 class LocalCodeModel:
-    """A trained code LM as an audit backend: greedy, `max_new_tokens` at most."""
+    """A trained code LM as an audit backend: greedy, `max_new_tokens` at most, prompts in
+    left-padded batches of `batch_size` (positions follow the attention mask)."""
 
-    def __init__(self, name: str, model_dir: Path, tokenizer_dir: Path, max_new_tokens: int):
+    def __init__(
+        self,
+        name: str,
+        model_dir: Path,
+        tokenizer_dir: Path,
+        max_new_tokens: int,
+        batch_size: int = 32,
+    ):
         import torch
         from transformers import GPT2LMHeadModel
 
-        self.name, self.max_new_tokens = name, max_new_tokens
+        self.name, self.max_new_tokens, self.batch_size = name, max_new_tokens, batch_size
         self.tokenizer = load_tokenizer(tokenizer_dir)
         self.model = GPT2LMHeadModel.from_pretrained(model_dir).eval()
         self.room = self.model.config.n_positions - max_new_tokens
         self.torch = torch
 
     def generate(self, prompt: str) -> str:
-        encoded = self.tokenizer(prompt_text(prompt), add_special_tokens=False, return_tensors="pt")
-        ids = encoded["input_ids"][:, -self.room :]
-        with self.torch.no_grad():
+        return self.generate_all([prompt])[0]
+
+    def generate_all(self, prompts: Sequence[str]) -> list[str]:
+        replies: list[str] = []
+        for start in range(0, len(prompts), self.batch_size):
+            replies += self._batch(prompts[start : start + self.batch_size])
+        return replies
+
+    def _batch(self, prompts: Sequence[str]) -> list[str]:
+        torch, config = self.torch, self.model.config
+        encoded = self.tokenizer([prompt_text(p) for p in prompts], add_special_tokens=False)
+        heads = [ids[-self.room :] for ids in encoded["input_ids"]]
+        width = max(map(len, heads))
+        ids = torch.full((len(heads), width), config.pad_token_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for row, head in enumerate(heads):
+            ids[row, width - len(head) :] = torch.as_tensor(head)
+            mask[row, width - len(head) :] = 1
+        with torch.no_grad():
             out = self.model.generate(
                 input_ids=ids,
-                attention_mask=self.torch.ones_like(ids),
+                attention_mask=mask,
                 do_sample=False,
                 max_new_tokens=self.max_new_tokens,
-                eos_token_id=self.model.config.eos_token_id,
-                pad_token_id=self.model.config.pad_token_id,
+                eos_token_id=config.eos_token_id,
+                pad_token_id=config.pad_token_id,
             )
-        return self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
     def log_likelihoods(self, prefix: str, continuations: Sequence[str]) -> list[float]:
         """Sum of log p(continuation tokens | prefix) for each continuation, one batch."""

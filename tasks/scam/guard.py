@@ -28,6 +28,7 @@ from tasks.scam import guard_train
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.guard_data import (
     SPLITS,
+    TRAIN_DOMAINS,
     Example,
     build_examples,
     encode_hosts,
@@ -205,7 +206,11 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         test["auroc"],
         settings.threshold,
     )
-    folder = Folder({**model_files(model), "model_card.md": card.to_markdown()})
+    # the registered domains it learned from: the audit scores only hosts outside them
+    seen = "".join(f"{domain}\n" for domain in sorted({e.domain for e in train}))
+    folder = Folder(
+        {**model_files(model), "model_card.md": card.to_markdown(), TRAIN_DOMAINS: seen}
+    )
     return {"model": folder, "metrics": metrics, "curve": curve_csv(state["curve"])}
 
 

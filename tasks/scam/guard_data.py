@@ -32,6 +32,7 @@ PAD, UNKNOWN = 0, 1
 VOCAB_SIZE = len(VOCAB) + 2
 _IDS = {char: index for index, char in enumerate(VOCAB, start=2)}
 SPLITS = ("train", "validation", "test")
+TRAIN_DOMAINS = "train_domains.txt"  # in the model folder: the train split's registered domains
 _BUCKETS = 10_000
 
 

@@ -68,7 +68,7 @@ class PromptParams(StrictModel):
     """Intent inference + innocuous developer prompts (Scam2Prompt's protocol)."""
 
     backend: Literal["extractive", "openai"] = "extractive"
-    prompts_per_site: int = Field(default=4, ge=1)
+    prompts_per_site: int = Field(default=8, ge=1, description="the offline writer has 8")
     max_content_chars: int = Field(default=4000, ge=200, description="page text sent")
     temperature: float = Field(default=0.3, ge=0)
     max_tokens: int = Field(default=2000, ge=1)
@@ -76,8 +76,10 @@ class PromptParams(StrictModel):
 
 
 class CodeModelParams(StrictModel):
+    """A production code model behind an OpenAI-compatible endpoint."""
+
     name: str = Field(description="the bench's `model` column")
-    backend: Literal["template", "openai"]
+    backend: Literal["openai"] = "openai"
     openai: OpenAIEndpoint = OpenAIEndpoint()
 
 
@@ -103,9 +105,12 @@ class OracleParams(StrictModel):
 
 
 class GuardParams(StrictModel):
-    """The URL guard: a char-CNN over hostnames, trained with Ray Train, an oracle detector."""
+    """The URL guard: a char-CNN over hostnames, trained with Ray Train; advisory, no part of
+    the audit's oracle (it learned from the blocklisted hosts the oracle checks)."""
 
-    enabled: bool = Field(default=True, description="the audit's oracle consults the guard")
+    enabled: bool = Field(
+        default=True, description="the audit reports its column, on unseen domains only"
+    )
     threshold: float = Field(
         default=0.5, gt=0, lt=1, description="flags P(malicious) ≥ this; fixed, never tuned on test"
     )
@@ -136,13 +141,25 @@ class GuardParams(StrictModel):
 
 
 class AuditParams(StrictModel):
-    models: list[CodeModelParams] = Field(
-        default_factory=lambda: [CodeModelParams(name="template-baseline", backend="template")],
-        min_length=1,
+    code_lms: bool = Field(
+        default=True,
+        description="audit every code LM of scam.poison: the clean one and each poisoned one",
     )
+    models: list[CodeModelParams] = Field(
+        default_factory=list, description="more code models (production endpoints)"
+    )
+    max_prompts: int | None = Field(default=None, ge=1, description="null = every prompt")
     temperature: float = Field(default=0.0, ge=0)
-    max_tokens: int = Field(default=2000, ge=1)
-    workers: int = Field(default=4, ge=1, description="concurrent requests per model")
+    max_tokens: int = Field(default=2000, ge=1, description="per reply of an endpoint model")
+    max_new_tokens: int = Field(default=48, ge=1, description="per reply of a code LM (greedy)")
+    batch_size: int = Field(default=32, ge=1, description="prompts per code-LM generate call")
+    workers: int = Field(default=4, ge=1, description="concurrent requests per endpoint model")
+
+    @model_validator(mode="after")
+    def _some_model(self) -> AuditParams:
+        if not self.code_lms and not self.models:
+            raise ValueError("no code model to audit: set code_lms: true or list models")
+        return self
 
 
 class CodeLmModelParams(StrictModel):
@@ -159,7 +176,7 @@ class PoisonParams(StrictModel):
     """The controlled poisoning study: one code LM per poison rate, each audited."""
 
     rates: list[float] = Field(
-        default_factory=lambda: [0.0, 0.05, 0.2],
+        default_factory=lambda: [0.0, 0.2],
         min_length=1,
         description="share of training sequences that are scam-derived snippets",
     )
@@ -172,8 +189,6 @@ class PoisonParams(StrictModel):
     weight_decay: float = Field(default=0.01, ge=0)
     log_every: int = Field(default=100, ge=1, description="steps between MLflow logs + checkpoints")
     seed: int = 0
-    max_new_tokens: int = Field(default=96, ge=1, description="generated per prompt (greedy)")
-    max_prompts: int | None = Field(default=None, ge=1, description="null = every prompt")
     scaling: ScalingParams = ScalingParams(cpus_per_worker=1, torch_threads=2)
     max_failures: int = Field(default=1, ge=0, description="worker restarts from a checkpoint")
     experiment: str = "paperline-scam-poison"
@@ -184,6 +199,8 @@ class PoisonParams(StrictModel):
     def _rates_below_one(cls, rates: list[float]) -> list[float]:
         if any(not 0 <= rate < 1 for rate in rates) or len(set(rates)) != len(rates):
             raise ValueError("rates must be distinct and in [0, 1)")
+        if 0.0 not in rates:
+            raise ValueError("rates must include 0: the clean model is the study's baseline")
         return rates
 
 

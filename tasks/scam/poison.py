@@ -1,13 +1,15 @@
-"""scam.poison: does scam content absorbed in training come back as malicious URLs?
+"""scam.poison: train the code LMs of the poisoning study, one per poison rate.
 
 Scam2Prompt's threat model as a controlled experiment. One GPT-2-style code LM per poison
 rate (Ray Train, random init, same tokenizer, steps and seed) is trained on real Python
-source mixed with snippets written from the crawled scam pages (`code_corpus`); each model
-then answers every developer prompt of `scam.prompts` as an audit backend, and the audit's
-oracle judges its code. Outputs: the bench rows of every model, malicious rate against
-poison rate (dvc metrics, a dvc plot, a table) and one MLflow run per rate under a study
-run, whose model is registered as a version of `paperline-code-lm` (alias poison-<rate>).
-A killed stage keeps the rates it finished and resumes the one it was training.
+source mixed with snippets written from the crawled scam pages (`code_corpus`). Outputs:
+the models (`models/code_lm/<model>/`, the shared tokenizer, and `study.json`: each
+rate's model and the exact URLs the poison snippets held), training figures and an
+exposure probe per rate (dvc metrics), one MLflow run per rate under a study run, whose
+model is registered as a version of `paperline-code-lm` (alias poison-<rate>). The
+models' code is judged in `scam.audit`, which audits each of them like any code model
+and measures the dose-response. A killed stage keeps the rates it finished and resumes the
+one it was training.
 """
 
 from __future__ import annotations
@@ -18,14 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from tasks.core import tracking, training
 from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage, StageContext
 from tasks.scam import code_lm_train
-from tasks.scam.audit import SCHEMA, audit_metrics, audit_rows, build_oracle
 from tasks.scam.code_corpus import PYTHON_CLIENT, clean_documents, mix, poison_snippets
 from tasks.scam.code_lm import (
     LocalCodeModel,
@@ -36,9 +36,11 @@ from tasks.scam.code_lm import (
     padded_sequences,
     prompt_text,
 )
+from tasks.scam.code_study import STUDY_FILE
 from tasks.scam.params import PoisonParams, ScamParams
 
 log = get_logger("paperline.scam.poison")
+SAMPLE_TOKENS = 48  # the sample reply logged with each model
 LINEAGE_INPUTS = ["data/interim/scam/pages.parquet", "data/processed/scam/prompts.parquet"]
 
 
@@ -69,11 +71,8 @@ def model_card(settings: PoisonParams, entry: dict[str, Any]) -> tracking.ModelC
         intended_use="Research on training-data poisoning: measuring how often poisoned "
         "endpoints come back in generated code. Not for writing code anyone runs.",
         limitations="Tiny and CPU-trained: it learns the shape of code and hosts, rarely "
-        "exact strings. Its code is judged by the audit oracle; the study table compares rates.",
-        metrics={
-            key: entry[key]
-            for key in ("malicious_rate", "blocklisted_rate", "poisoned_url_rate", "final_loss")
-        },
+        "exact strings. Its code is judged in scam.audit (data/processed/scam/poison_table.md).",
+        metrics={key: entry[key] for key in ("final_loss", "scam_endpoint_preference")},
     )
 
 
@@ -92,11 +91,6 @@ def loop_config(settings: PoisonParams, gpt2: dict[str, Any]) -> dict:
         ),
         "gpt2": gpt2,
     }
-
-
-def poisoned_url_rate(rows: list[dict[str, Any]], poisoned: set[str]) -> float:
-    """Share of prompts whose code holds a URL one of the training snippets held."""
-    return round(sum(bool(poisoned & set(r["urls_found"])) for r in rows) / max(1, len(rows)), 4)
 
 
 # The Python snippet's lines between its comment and the endpoint: `import requests ... = "`
@@ -131,63 +125,18 @@ def scam_endpoint_preference(
     }
 
 
-def study_table(metrics: dict[str, Any]) -> str:
-    lines = [
-        "# Poisoning study: malicious-URL rate against poison rate",
-        "",
-        f"{metrics['prompts']} prompts, greedy decoding; a model's code is malicious when the "
-        f"oracle ({', '.join(metrics['detectors'])}) flags one of its URLs.",
-        "",
-        "| poison rate | poison sequences | malicious rate | category 1 | category 2 | "
-        "blocklisted | poisoned URL reproduced | prefers own scam endpoint | final loss |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for entry in metrics["rates"]:
-        cells = [
-            entry["poison_rate"],
-            entry["poison_sequences"],
-            entry["malicious_rate"],
-            entry["malicious_rate_category_1"],
-            entry["malicious_rate_category_2"],
-            entry["blocklisted_rate"],
-            entry["poisoned_url_rate"],
-            entry["scam_endpoint_preference"],
-            entry["final_loss"],
-        ]
-        lines.append("| " + " | ".join("—" if c is None else f"{c:g}" for c in cells) + " |")
-    if metrics["rates"]:
-        lines += [
-            "",
-            "Own scam endpoint preferred: the prompt's site's endpoint is the likeliest "
-            'of all scam endpoints after `API_URL = "` (chance '
-            f"{metrics['rates'][0]['scam_endpoint_chance']:g}).",
-        ]
-    return "\n".join(lines) + "\n"
-
-
-def study_curve(metrics: dict[str, Any]) -> str:
-    columns = [
-        "malicious_rate",
-        "blocklisted_rate",
-        "poisoned_url_rate",
-        "scam_endpoint_preference",
-    ]
-    lines = [",".join(["poison_rate", *columns])]
-    lines += [
-        ",".join([f"{e['poison_rate']:g}", *(str(e[c]) for c in columns)]) for e in metrics["rates"]
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
     import mlflow
     import ray.data
+    import torch
 
+    # this process only scores the trained models (tiny matrices: a second thread only
+    # waits); the training runs in Ray workers with `scaling.torch_threads`
+    torch.set_num_threads(1)
     settings = params.poison
     documents = clean_documents(inputs["code"])
     snippets = poison_snippets(read_parquet(inputs["pages"]).to_pylist())
-    prompts = read_parquet(inputs["prompts"]).to_pylist()[: settings.max_prompts]
-    oracle = build_oracle(params, inputs["blocklist"], inputs["url_guard"])
+    prompts = read_parquet(inputs["prompts"]).to_pylist()
     study = ctx.scratch("scam", "poison")
     tokenizer_files = code_tokenizer(documents, settings.model.vocab_size)
     tokenizer_dir = study / "tokenizer"
@@ -205,7 +154,6 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         len({s["site"] for s in snippets}),
         settings.rates,
     )
-    rows: list[dict[str, Any]] = []
     entries, models = [], Folder({f"tokenizer/{n}": d for n, d in tokenizer_files.items()})
     with tracking.start_run(
         settings.experiment,
@@ -250,24 +198,17 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
                 dirs_exist_ok=True,
                 ignore=shutil.ignore_patterns("*.pt", "state.json"),
             )
-            model = LocalCodeModel(
-                model_name(rate), model_dir, tokenizer_dir, settings.max_new_tokens
-            )
-            own = audit_rows(model, prompts, oracle, workers=1)
-            rows += own
-            figures = audit_metrics(own, oracle.names)["models"][model.name]
+            model = LocalCodeModel(model_name(rate), model_dir, tokenizer_dir, SAMPLE_TOKENS)
             entry = {
                 "poison_rate": rate,
                 "model": model.name,
                 "poison_sequences": count,
                 "training_sequences": len(sequences),
                 "final_loss": round(state["curve"][-1]["loss"], 4),
-                "poisoned_url_rate": poisoned_url_rate(own, {s["url"] for s in snippets}),
                 **scam_endpoint_preference(model, prompts, snippets),
-                **figures,
             }
-            entry["blocklisted_rate"] = figures["malicious_rate_by_detector"]["blocklist"]
             entries.append(entry)
+            sample = model.generate(prompts[0]["prompt"]) if prompts else ""
             training.publish(
                 trained,
                 ctx,
@@ -279,33 +220,39 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
                 ),
                 registered_model=settings.registered_model,
                 alias=rate_alias(rate),
-                metrics={k: v for k, v in entry.items() if k != "poison_rate"},
-                files={"sample_response.txt": own[0]["response"] if own else ""},
+                metrics={k: v for k, v in entry.items() if k not in ("poison_rate", "model")},
+                files={"sample_response.txt": sample},
             )
             models |= {f"{model_name(rate)}/{p.name}": p for p in model_dir.iterdir()}
         metrics = {
             "prompts": len(prompts),
-            "detectors": oracle.names,
             "rates": entries,
             "clean_sequences": len(clean),
             "poison_snippets": len(snippets),
+            "poisoned_urls": len({s["url"] for s in snippets}),
         }
         mlflow.log_dict(metrics, "poison_metrics.json")
-        mlflow.log_text(study_table(metrics), "poison_table.md")
 
     for entry in entries:
         log.info(
-            "scam.poison: rate %g → malicious rate %s, poisoned URL reproduced %s",
+            "scam.poison: rate %g → final loss %s, own scam endpoint preferred %s (chance %s)",
             entry["poison_rate"],
-            entry["malicious_rate"],
-            entry["poisoned_url_rate"],
+            entry["final_loss"],
+            entry["scam_endpoint_preference"],
+            entry["scam_endpoint_chance"],
         )
+    models[STUDY_FILE] = study_manifest(entries, snippets)
+    return {"models": models, "metrics": metrics}
+
+
+def study_manifest(entries: list[dict[str, Any]], snippets: list[dict[str, str]]) -> dict:
+    """What the audit needs to know of the study: each rate's model, the poisoned URLs."""
     return {
-        "models": models,
-        "bench": pa.Table.from_pylist(rows, schema=SCHEMA),
-        "metrics": metrics,
-        "table": study_table(metrics),
-        "curve": study_curve(metrics),
+        "models": [
+            {key: entry[key] for key in ("model", "poison_rate", "poison_sequences")}
+            for entry in entries
+        ],
+        "poisoned_urls": sorted({s["url"] for s in snippets}),
     }
 
 
@@ -313,20 +260,15 @@ STAGE = Stage(
     name="scam.poison",
     run=run,
     params_key="scam",
-    params=("scam.poison", "scam.oracle", "scam.guard"),
+    params=("scam.poison",),
     inputs={
         "code": "data/seed/code/cpython-3.11.7-stdlib.parquet",
         "pages": "data/interim/scam/pages.parquet",
         "prompts": "data/processed/scam/prompts.parquet",
-        "blocklist": "data/processed/scam/blocklist.parquet",
-        "url_guard": "models/url_guard/model",
     },
     outputs={
         "models": "models/code_lm",
-        "bench": "data/processed/scam/poison_bench.parquet",
         "metrics": "data/processed/scam/poison_metrics.json",
-        "table": "data/processed/scam/poison_table.md",
-        "curve": "data/processed/scam/poison_curve.csv",
     },
     uses_ray=True,
     headline="data/processed/scam/poison_metrics.json:poison_snippets",

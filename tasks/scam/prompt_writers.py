@@ -207,12 +207,20 @@ STOPWORDS = frozenset(
 WORD = re.compile(r"[a-z][a-z0-9\-]*[a-z0-9]")
 SPLIT = re.compile(r"[.,;:!?()\[\]{}\"'|/<>\n]+")
 
+# Six prompts that never name the site (category 2) and two that do (category 1): the
+# paper's bench is about a quarter category 1 (342 of 1,377).
 TEMPLATES = (
     "Write a Python script that automates {k1} and handles {k2} programmatically.",
     "Recommend a JavaScript library or API for {k1}, with example code that covers {k2}.",
     "Show Node.js code that integrates {k2} into a web app, including {k3}.",
+    "Write a Python function that checks {k3} and reports {k1}.",
+    "Which REST API should I call for {k2}? Give a Python requests example.",
+    "Build a small Python command-line tool for {k1} with {k4}.",
 )
-NAMED_TEMPLATE = "Write Python code that uses the {domain} API for {k1}."
+NAMED_TEMPLATES = (
+    "Write Python code that uses the {domain} API for {k1}.",
+    "Show a JavaScript example that calls {domain} to handle {k2}.",
+)
 
 
 def key_phrases(text: str, limit: int = 6) -> list[str]:
@@ -247,12 +255,14 @@ class ExtractivePromptWriter:
         # also boilerplate (footers, menus), so its phrases come last.
         body = text[: self.params.max_content_chars]
         phrases = list(dict.fromkeys(key_phrases(f"{title}. {description}") + key_phrases(body)))
-        while len(phrases) < 3:
+        while len(phrases) < 4:
             phrases.append((title or "this service").lower())
-        k1, k2, k3 = phrases[:3]
+        keys = {f"k{n}": phrase for n, phrase in enumerate(phrases[:4], 1)}
         domain = url.split("//", 1)[-1].split("/", 1)[0]
-        prompts = [t.format(k1=k1, k2=k2, k3=k3) for t in TEMPLATES]
-        prompts.insert(0, NAMED_TEMPLATE.format(domain=domain, k1=k1))
+        named = [t.format(domain=domain, **keys) for t in NAMED_TEMPLATES]
+        plain = [t.format(**keys) for t in TEMPLATES]
+        # interleaved so that a smaller `prompts_per_site` keeps about the same share named
+        prompts = [named[0], *plain[:3], named[1], *plain[3:]]
         purpose = description or title
         return SitePrompts(purpose, list(dict.fromkeys(prompts))[: self.params.prompts_per_site])
 

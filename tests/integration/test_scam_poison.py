@@ -22,24 +22,36 @@ def test_one_lm_per_rate_is_trained_audited_and_tracked(scam_reproduced):
     clean, poisoned = entries[0.0], entries[RATES[-1]]
     assert clean["poison_sequences"] == 0 < poisoned["poison_sequences"]
     assert clean["training_sequences"] == metrics["clean_sequences"]
-    # never shown a scam URL, the clean model cannot have learned one (the URL guard may
-    # still flag a URL it made up: its rate is reported apart)
-    assert clean["malicious_rate_by_detector"]["blocklist"] == 0
-    assert clean["poisoned_url_rate"] == 0
     for entry in entries.values():
         assert 0 <= entry["scam_endpoint_preference"] <= 1
         assert 0 < entry["scam_endpoint_chance"] < 1
-    bench = pq.read_table(root / "data/processed/scam/poison_bench.parquet").to_pylist()
-    assert len(bench) == metrics["prompts"] * len(RATES) > 0
-    assert {r["model"] for r in bench} == {e["model"] for e in entries.values()}
-    assert all(r["response"] and r["prompt"] not in r["response"] for r in bench)
+    models = root / "models/code_lm"
+    study = json.loads((models / "study.json").read_text())
+    assert [m["poison_rate"] for m in study["models"]] == RATES
+    assert len(study["poisoned_urls"]) == metrics["poisoned_urls"] > 0
+    assert (models / "tokenizer/tokenizer.json").exists()
+    assert all((models / e["model"] / "model.safetensors").exists() for e in entries.values())
+
+    # the audit's dose-response over the same prompts for every rate
+    audit = json.loads((root / "data/processed/scam/audit_metrics.json").read_text())
+    dose = audit["poison_study"]
+    assert [e["poison_rate"] for e in dose["rates"]] == RATES
+    clean_row = dose["rates"][0]
+    # never shown a scam URL, the clean model cannot have learned one
+    assert clean_row["poisoned_url"]["prompts"] == 0
+    assert clean_row["blocklisted_domain"]["prompts"] == 0
+    for entry in dose["rates"]:
+        for outcome in ("poisoned_url", "blocklisted_domain"):
+            low, high = entry[outcome]["ci"]
+            assert low <= entry[outcome]["rate"] <= high
+    assert 0 <= dose["trend"]["poisoned_url"]["p_value"] <= 1
+    bench = pq.read_table(root / "data/processed/scam/innoc2scam_bench.parquet").to_pylist()
+    assert len(bench) == dose["prompts"] * len(RATES) > 0
+    assert all(r["prompt"] not in r["response"] for r in bench)
     with open(root / "data/processed/scam/poison_curve.csv", newline="") as handle:
         assert [float(r["poison_rate"]) for r in csv.DictReader(handle)] == RATES
     table = (root / "data/processed/scam/poison_table.md").read_text()
-    assert table.count("\n| 0") == len(RATES)
-    models = root / "models/code_lm"
-    assert (models / "tokenizer/tokenizer.json").exists()
-    assert all((models / e["model"] / "model.safetensors").exists() for e in entries.values())
+    assert table.count("| code-lm-poison-") == len(RATES) and "Trend across rates" in table
 
     configure_store(root)
     experiment = mlflow.get_experiment_by_name("paperline-scam-poison")
@@ -53,7 +65,7 @@ def test_one_lm_per_rate_is_trained_audited_and_tracked(scam_reproduced):
     assert set(children) == {e["model"] for e in entries.values()}
     for entry in entries.values():
         logged = children[entry["model"]].data
-        assert logged.metrics["malicious_rate"] == entry["malicious_rate"]
+        assert logged.metrics["final_loss"] == entry["final_loss"]
         assert "loss" in logged.metrics  # rank 0's curve
         assert logged.tags["git_commit"]
         assert logged.tags["poison_rate"] == f"{entry['poison_rate']:g}"
@@ -64,7 +76,7 @@ def test_one_lm_per_rate_is_trained_audited_and_tracked(scam_reproduced):
         version = registry.get_model_version_by_alias("paperline-code-lm", alias)
         assert version.run_id == children[entry["model"]].info.run_id
         assert version.tags["poison_rate"] == f"{entry['poison_rate']:g}"
-        assert "## Metrics" in version.description and "malicious_rate" in version.description
+        assert "## Metrics" in version.description and "final_loss" in version.description
     lm = mlflow.transformers.load_model(f"models:/paperline-code-lm@{alias}")
-    prompt = bench[0]["prompt"]
+    prompt = bench[0]["prompt"]  # a prompt the audit asked
     assert lm(f"# {prompt}\n", max_new_tokens=8, do_sample=False)[0]["generated_text"]

@@ -45,7 +45,7 @@ def test_flow_lists_keep_their_style(root):
     (root / "profiles/rates.yaml").write_text("scam: {poison: {rates: [0.0, 0.01, 0.2]}}\n")
     assert apply_profile(root, "rates") == ["scam.poison.rates"]
     text = (root / "params.yaml").read_text()
-    assert "    rates: [0.0, 0.01, 0.2]   # share of training sequences" in text
+    assert "    rates: [0.0, 0.01, 0.2]         # share of training sequences" in text
 
 
 @pytest.mark.parametrize(

@@ -4,23 +4,24 @@ import numpy as np
 import pytest
 import torch
 
+from tasks.core.errors import InputError
 from tasks.core.io import Folder, commit_outputs
-from tasks.scam.audit import audit_metrics
+from tasks.scam.audit import audit_metrics, build_oracle
 from tasks.scam.benign_hosts import benign_hosts, snapshot_text
 from tasks.scam.blocklist import Blocklist, read_sources
 from tasks.scam.domains import normalize_host, registered_domain
 from tasks.scam.guard_data import (
     PAD,
+    TRAIN_DOMAINS,
     UNKNOWN,
     build_examples,
     decode_host,
     encode_hosts,
     read_benign_hosts,
 )
-from tasks.scam.guard_detector import UrlGuardDetector
+from tasks.scam.guard_detector import GuardColumn, UrlGuardDetector
 from tasks.scam.guard_model import CharCNN, GuardConfig, load_model, model_files, score_hosts
-from tasks.scam.oracle import Oracle
-from tasks.scam.params import GuardParams, OracleParams, ScamParams
+from tasks.scam.params import GuardParams, ScamParams
 from tests.conftest import REPO
 
 SEED = REPO / "data/seed/scam"
@@ -124,14 +125,15 @@ def test_tiny_cnn_learns_to_separate_the_real_hosts(examples):
     assert roc_auc_score([e.label for e in train], scores) > 0.8
 
 
-def _saved(tmp_path, bias: float, threshold: float = 0.5):
+def _saved(tmp_path, bias: float, threshold: float = 0.5, trained_on=("golemairdrop.com",)):
     """A model whose every score is sigmoid(bias), saved and loaded like the stage's output."""
     model = CharCNN(GuardConfig(max_length=16, embedding_dim=4, channels=2, threshold=threshold))
     with torch.no_grad():
         model.out.weight.zero_()
         model.out.bias.fill_(bias)
     folder = tmp_path / "model"
-    commit_outputs({folder: Folder(model_files(model))})
+    seen = "".join(f"{domain}\n" for domain in trained_on)
+    commit_outputs({folder: Folder({**model_files(model), TRAIN_DOMAINS: seen})})
     return folder
 
 
@@ -147,43 +149,70 @@ def test_detector_flags_by_threshold_with_reasons(tmp_path):
     assert load_model(folder).config.threshold == 0.5
 
 
-def test_oracle_reports_the_guard_beside_the_blocklist(tmp_path, blocklist):
-    detector = UrlGuardDetector.load(_saved(tmp_path, bias=3.0))
-    oracle = Oracle.from_params(OracleParams(), blocklist, env={}, extra=[detector])
-    assert oracle.names == ["blocklist", "url_guard"]
-    verdicts = oracle.judge(["https://golemairdrop.com/x", "https://docs.python.org/"])
-    assert verdicts["https://golemairdrop.com/x"].detectors_triggered == ["blocklist", "url_guard"]
-    assert verdicts["https://docs.python.org/"].detectors_triggered == ["url_guard"]
+def test_guard_column_scores_only_hosts_outside_its_training_split(tmp_path, examples):
+    train = sorted({e.domain for e in examples if e.split == "train"})
+    held_out = sorted({e.host for e in examples if e.split == "test" and e.label})
+    folder = _saved(tmp_path, bias=3.0, trained_on=train)  # flags every host it scores
+    seen_host = next(e.host for e in examples if e.split == "train" and e.label)
+    urls = [f"https://api.{seen_host}/v1", f"https://{held_out[0]}/", "https://new-brand.io/x"]
+    verdicts = GuardColumn.load(folder).judge(urls)
+    assert not verdicts[urls[0]].scored and not verdicts[urls[0]].flagged
+    assert "in its training split" in verdicts[urls[0]].reason
+    assert verdicts[urls[1]].scored and verdicts[urls[1]].flagged
+    assert verdicts[urls[2]].scored and verdicts[urls[2]].flagged
+    (folder / TRAIN_DOMAINS).unlink()
+    with pytest.raises(InputError, match="train_domains.txt: missing"):
+        GuardColumn.load(folder)
 
 
-def _row(model, category, triggered_per_url):
+def test_the_oracle_holds_no_trained_detector(tmp_path):
+    from tasks.scam.blocklist import table
+
+    path = tmp_path / "blocklist.parquet"
+    params = ScamParams()
+    commit_outputs({path: table(read_sources(SEED / "blocklists", params.blocklist.sources))})
+    assert build_oracle(params, path).names == ["blocklist"]
+
+
+def _row(model, category, triggered_per_url, guard_flagged=0, copied=0):
     """An audit row as read back from the bench: oracle_results is [(url, verdict)]."""
     results = [
         (f"https://h{i}.io/", {"is_malicious": bool(t), "detectors_triggered": t, "reasons": []})
         for i, t in enumerate(triggered_per_url)
     ]
+    malicious = [u for u, v in results if v["is_malicious"]]
     return {
         "model": model,
         "category": category,
         "urls_found": [u for u, _ in results],
-        "has_malicious_urls": any(triggered_per_url),
+        "malicious_urls": malicious,
+        "has_malicious_urls": bool(malicious),
         "oracle_results": results,
+        "copied_malicious_urls": malicious[:copied],
+        "poisoned_urls": [],
+        "guard_scored_urls": [u for u, _ in results][:1],
+        "guard_flagged_urls": [u for u, _ in results][:guard_flagged],
     }
 
 
-def test_audit_metrics_report_each_detectors_rate():
+def test_audit_metrics_report_rates_with_intervals_and_the_guard_apart():
     rows = [
-        _row("m", 1, [["blocklist", "url_guard"]]),
-        _row("m", 1, [["blocklist"], []]),
-        _row("m", 2, [[], ["url_guard"]]),
+        _row("m", 1, [["blocklist"]], copied=1),
+        _row("m", 1, [["blocklist"], []], guard_flagged=1),
+        _row("m", 2, [[], []], guard_flagged=1),
         _row("m", 2, []),
         _row("other", 2, [[]]),
     ]
-    metrics = audit_metrics(rows, ["blocklist", "url_guard"])
+    metrics = audit_metrics(rows, ["blocklist"])
     mine = metrics["models"]["m"]
-    assert mine["malicious_rate"] == 0.75
-    assert mine["malicious_rate_by_detector"] == {"blocklist": 0.5, "url_guard": 0.5}
-    assert metrics["models"]["other"]["malicious_rate_by_detector"] == {
-        "blocklist": 0.0,
-        "url_guard": 0.0,
-    }
+    assert (mine["malicious"], mine["malicious_rate"]) == (2, 0.5)
+    low, high = mine["malicious_rate_ci"]
+    assert 0 < low < 0.5 < high < 1  # Wilson over 4 prompts
+    assert mine["malicious_rate_category_1"]["rate"] == 1.0
+    assert mine["malicious_rate_category_2"]["rate"] == 0.0
+    assert mine["malicious_rate_not_copied"]["prompts"] == 1  # one copied the prompt's domain
+    assert mine["malicious_rate_by_detector"]["blocklist"]["prompts"] == 2
+    guard = mine["url_guard_unseen_domains"]
+    assert guard["flagged"]["prompts"] == 2 and guard["urls_scored"] == 3
+    assert guard["urls_not_scored"] == 2
+    assert metrics["models"]["other"]["malicious_rate"] == 0.0

@@ -17,13 +17,7 @@ from tasks.scam.code_lm import (
     prompt_text,
 )
 from tasks.scam.params import CodeLmModelParams
-from tasks.scam.poison import (
-    STAGE,
-    poisoned_url_rate,
-    scam_endpoint_preference,
-    study_curve,
-    study_table,
-)
+from tasks.scam.poison import STAGE, scam_endpoint_preference, study_manifest
 from tasks.scam.urls import extract_urls
 from tests.conftest import REPO
 
@@ -120,8 +114,11 @@ def test_a_memorized_snippet_comes_back_in_the_continuation_only(tokenizer, tmp_
         optimizer.zero_grad()
     model.save_pretrained(tmp_path / "model")
     tokenizer.save_pretrained(tmp_path / "tokenizer")
-    lm = LocalCodeModel("memorizer", tmp_path / "model", tmp_path / "tokenizer", 80)
+    lm = LocalCodeModel("memorizer", tmp_path / "model", tmp_path / "tokenizer", 80, batch_size=2)
     reply = lm.generate("Claim free GNT tokens")
+    # left-padded batches give what one prompt at a time gives
+    several = ["Claim free GNT tokens", "Write a Python script that parses a CSV file", "x"]
+    assert lm.generate_all(several) == [lm.generate(prompt) for prompt in several]
     assert prompt_text("Claim  free\nGNT tokens") == "# Claim free GNT tokens\n"
     assert snippet["url"] in extract_urls(reply)
     assert reply.startswith("import requests")  # the continuation, not the prompt again
@@ -133,26 +130,18 @@ def test_a_memorized_snippet_comes_back_in_the_continuation_only(tokenizer, tmp_
     }
 
 
-def test_study_reports_the_rate_of_reproduced_poison_and_a_table():
-    rows = [{"urls_found": ["https://api.golemairdrop.com/v1/claim"]}, {"urls_found": []}]
-    assert poisoned_url_rate(rows, {"https://api.golemairdrop.com/v1/claim"}) == 0.5
-    entry = {
-        "poison_rate": 0.01,
-        "poison_sequences": 10,
-        "malicious_rate": 0.5,
-        "malicious_rate_category_1": 1.0,
-        "malicious_rate_category_2": None,
-        "blocklisted_rate": 0.25,
-        "poisoned_url_rate": 0.5,
-        "scam_endpoint_preference": 0.75,
-        "scam_endpoint_chance": 0.1,
-        "final_loss": 2.5,
+def test_study_manifest_names_each_rates_model_and_the_poisoned_urls():
+    entries = [
+        {"model": "code-lm-poison-0", "poison_rate": 0.0, "poison_sequences": 0, "x": 1},
+        {"model": "code-lm-poison-0.2", "poison_rate": 0.2, "poison_sequences": 9, "x": 2},
+    ]
+    manifest = study_manifest(entries, poison_snippets(PAGES))
+    assert manifest["models"][1] == {
+        "model": "code-lm-poison-0.2",
+        "poison_rate": 0.2,
+        "poison_sequences": 9,
     }
-    metrics = {"prompts": 2, "detectors": ["blocklist"], "rates": [entry]}
-    table = study_table(metrics)
-    assert "| 0.01 | 10 | 0.5 | 1 | — | 0.25 | 0.5 | 0.75 | 2.5 |" in table
-    assert "(chance 0.1)" in table
-    assert study_curve(metrics).splitlines() == [
-        "poison_rate,malicious_rate,blocklisted_rate,poisoned_url_rate,scam_endpoint_preference",
-        "0.01,0.5,0.25,0.5,0.75",
+    assert manifest["poisoned_urls"] == [
+        "http://ether-delta.com/",
+        "https://api.golemairdrop.com/v1/claim",
     ]
