@@ -9,7 +9,7 @@ hashes alike, which happens with probability 1 − (1 − sʳ)ᵇ for Jaccard si
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 
 import numba
@@ -21,6 +21,7 @@ from tasks.corpus import text_stats
 
 MERSENNE_PRIME = np.uint64((1 << 61) - 1)
 MAX_HASH = np.uint64((1 << 32) - 1)
+_SHIFT = np.uint64(61)
 
 
 @cache
@@ -33,10 +34,15 @@ def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def shingles(text: str, script: str, size: int) -> set[str]:
     """Lower-cased word `size`-grams of the text (the whole text when it is shorter)."""
-    tokens = list(map(str.lower, text_stats.words(text, script)))
+    return {gram.decode("utf-8") for gram in _utf8_grams(text, script, size)}
+
+
+def _utf8_grams(text: str, script: str, size: int) -> Iterator[bytes]:
+    """The shingles in UTF-8, repeats included (a minimum does not mind them)."""
+    tokens = list(map(str.encode, map(str.lower, text_stats.words(text, script))))
     if len(tokens) <= size:
-        return {" ".join(tokens)} if tokens else set()
-    return set(map(" ".join, zip(*(tokens[i:] for i in range(size)), strict=False)))
+        return iter([b" ".join(tokens)] if tokens else [])
+    return map(b" ".join, zip(*(tokens[i:] for i in range(size)), strict=False))
 
 
 def shingle_hashes(
@@ -47,8 +53,7 @@ def shingle_hashes(
     hashes: list[int] = []
     starts = [0]
     for text, script in zip(texts, scripts, strict=True):
-        grams = shingles(text, script, size)
-        hashes += map(xxhash.xxh32_intdigest, map(str.encode, grams))
+        hashes += map(xxhash.xxh32_intdigest, _utf8_grams(text, script, size))
         starts.append(len(hashes))
     return np.array(hashes, dtype=np.uint64), np.array(starts, dtype=np.int64)
 
@@ -70,7 +75,11 @@ def _min_hashes(hashes, starts, a, b):
         for k in range(starts[text], starts[text + 1]):
             h = hashes[k]
             for p in range(a.size):
-                value = ((a[p] * h + b[p]) % MERSENNE_PRIME) & MAX_HASH
+                x = a[p] * h + b[p]
+                x = (x & MERSENNE_PRIME) + (x >> _SHIFT)  # x mod (2⁶¹ − 1) without dividing
+                if x >= MERSENNE_PRIME:
+                    x -= MERSENNE_PRIME
+                value = x & MAX_HASH
                 if value < low[p]:
                     low[p] = value
         for p in range(a.size):
@@ -82,16 +91,11 @@ def band_hashes(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """Per signature (row of `sigs`), one 63-bit hash per band (fits an Arrow int64)."""
     data = memoryview(np.ascontiguousarray(sigs[:, : bands * rows]).tobytes())
     width = rows * sigs.itemsize
-    found = np.fromiter(
-        (xxhash.xxh64_intdigest(data[i : i + width]) >> 1 for i in range(0, len(data), width)),
-        dtype=np.int64,
-        count=sigs.shape[0] * bands,
-    )
+    pieces = map(slice, range(0, len(data), width), range(width, len(data) + 1, width))
+    digests = map(xxhash.xxh64_intdigest, map(data.__getitem__, pieces))
+    found = np.fromiter(digests, dtype=np.uint64, count=sigs.shape[0] * bands)
+    found = (found >> np.uint64(1)).astype(np.int64)
     return found.reshape(sigs.shape[0], bands)
-
-
-def estimated_jaccard(left: np.ndarray, right: np.ndarray) -> float:
-    return float(np.mean(left == right))
 
 
 @cache

@@ -42,7 +42,7 @@ _SYMBOLS = ("#", "…", "...")
 def normalize(text: str) -> str:
     """NFC, control characters removed, runs of blanks folded, lines stripped, no empty lines."""
     text = _CONTROL.sub("", unicodedata.normalize("NFC", text).replace("\r\n", "\n"))
-    lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
+    lines = map(str.strip, _SPACES.sub(" ", text).split("\n"))  # blanks never include \n
     return "\n".join(line for line in lines if line)
 
 
