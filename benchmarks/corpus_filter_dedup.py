@@ -68,6 +68,7 @@ import argparse
 import cProfile
 import hashlib
 import math
+import multiprocessing
 import os
 import pstats
 import random
@@ -483,23 +484,32 @@ def tasks_per_node(before: set[bytes]) -> dict[str, tuple[int, float]]:
     return {node: (counts[node], seconds[node]) for node in sorted(counts)}
 
 
+def two_node_driver(shards: Path, work: Path, warm_up: pa.Table) -> tuple[Outcome, dict]:
+    """In a fresh process (Ray keeps one auth token per process): join the cluster through
+    RAY_ADDRESS, warm it up, then the timed run and where its tasks ran."""
+    import ray
+
+    init_ray(RayParams())
+    alive = [node for node in ray.nodes() if node["Alive"]]
+    if len(alive) != 2:
+        raise RuntimeError(f"expected 2 Ray nodes, found {len(alive)}")
+    paperline_filter_dedup(warm_up, workers=2)
+    before = task_ids()
+    outcome = run_paperline(shards, work, 2)
+    placement = tasks_per_node(before)
+    ray.shutdown()
+    return outcome, placement
+
+
 def measure_two_nodes(
     shards: Path, scratch: Path, warm_up: pa.Table
 ) -> tuple[Measurement, dict[str, tuple[int, float]]]:
     import ray
 
-    ray.shutdown()
-    with TwoNodeRay(scratch):
-        init_ray(RayParams())  # joins RAY_ADDRESS
-        alive = [node for node in ray.nodes() if node["Alive"]]
-        if len(alive) != 2:
-            raise RuntimeError(f"expected 2 Ray nodes, found {len(alive)}")
-        paperline_filter_dedup(warm_up, workers=2)
-        before = task_ids()
-        work = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
-        outcome = run_paperline(shards, work, 2)
-        placement = tasks_per_node(before)
-        ray.shutdown()
+    ray.shutdown()  # this process's single-node Ray
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=scratch))
+    with TwoNodeRay(scratch), multiprocessing.get_context("spawn").Pool(1) as pool:
+        outcome, placement = pool.apply(two_node_driver, (shards, work, warm_up))
     return Measurement("paperline (2 workers, 2 nodes)", [outcome]), placement
 
 
