@@ -17,8 +17,9 @@ What is timed, for both systems: from reading the same Parquet shards (one per d
 task) to the kept documents written as Parquet.
 - paperline: `filter_documents` then `deduplicate` (exact hash + MinHash LSH with
   verification), both with `num_workers` Ray workers (2, then 1), on a local Ray with 2 CPUs.
-  `ray.init` and a warm-up call on a few documents are outside the timing. `num_workers`
-  bounds the map steps; the dedup's groupby shuffle uses whatever CPUs Ray has.
+  `ray.init` and a warm-up call on 4,097 documents (three tasks, so both workers start and
+  load their character tables and compiled code) are outside the timing. `num_workers`
+  bounds the map steps and the number of the dedup's shuffle partitions (reduce tasks).
 - datatrove: four LocalPipelineExecutor runs, each with workers=2 (a multiprocess pool,
   whose start is inside the timing): read → GopherQualityFilter → GopherRepetitionFilter →
   write filtered → MinhashDedupSignature (tasks=2); MinhashDedupBuckets (tasks=9, one per
@@ -123,6 +124,9 @@ from tasks.corpus.udhr import read_udhr
 
 ROOT = Path(__file__).resolve().parents[1]
 DATATROVE_TASKS = 2
+# more rows than two Ray tasks take: both workers start and load their character tables and
+# compiled code before the timing
+WARM_UP_ROWS = 2 * FilterParams().batch_size + 1
 SEED = 1
 
 # --- input ---------------------------------------------------------------------------------
@@ -589,7 +593,8 @@ def main() -> None:
     print(f"Ray and datatrove logs: {log}")
     with tempfile.TemporaryDirectory(prefix="corpus-bench-") as folder, stderr_to(log):
         init_ray(RayParams(num_cpus=2))
-        paperline_filter_dedup(corpus.slice(0, 200), workers=2)  # warm-up: Ray workers start
+        warm_up = corpus.slice(0, WARM_UP_ROWS)
+        paperline_filter_dedup(warm_up, workers=2)
         scratch = Path(folder)
         shards = scratch / "input"
         write_shards(corpus, shards, DATATROVE_TASKS)
@@ -614,7 +619,7 @@ def main() -> None:
             ),
         ]
         if args.two_node:
-            two_nodes, placement = measure_two_nodes(shards, scratch, corpus.slice(0, 200))
+            two_nodes, placement = measure_two_nodes(shards, scratch, warm_up)
             measurements.append(two_nodes)
     print()
     print_report(measurements, docs, mb, placement)

@@ -64,7 +64,7 @@ def signatures(hashes: np.ndarray, starts: np.ndarray, num_perm: int, seed: int)
     return _min_hashes(hashes, starts, a, b)
 
 
-@numba.njit(cache=True)
+@numba.njit("uint32[:, :](uint64[:], int64[:], uint64[:], uint64[:])", cache=True)  # on import
 def _min_hashes(hashes, starts, a, b):
     """Per text: the minimum over its shingle hashes h of ((a·h + b) mod prime) & MAX_HASH,
     with a·h + b wrapping at 64 bits as in numpy (and datasketch)."""

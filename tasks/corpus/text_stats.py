@@ -118,8 +118,8 @@ class CodePoints:
     @classmethod
     def of(cls, texts: Sequence[str]) -> CodePoints:
         lengths = np.fromiter(map(len, texts), np.int64, len(texts))
-        joined = "".join(texts).encode("utf-32-le", "surrogatepass")
-        return cls(np.frombuffer(joined, np.uint32), _offsets(lengths))
+        joined = bytearray("".join(texts).encode("utf-32-le", "surrogatepass"))
+        return cls(np.frombuffer(joined, np.uint32), _offsets(lengths))  # writable: numba
 
     def __len__(self) -> int:
         return self.starts.size - 1
@@ -230,7 +230,9 @@ def char_repetition_ratios(points: CodePoints, rows: np.ndarray, n: int) -> np.n
     return _repetition_ratios(points.values, points.starts, rows, n)
 
 
-@numba.njit(cache=True)
+# compiled on import (from numba's cache after the first time): a Ray task that imports this
+# module has its code ready, whichever documents reach the filter (map_table's jit_warmup)
+@numba.njit("float64[:](uint32[:], int64[:], int64[:], int64)", cache=True)
 def _repetition_ratios(values, starts, rows, n):
     """Per row: distinct n-grams counted in an open-addressing table keyed by a rolling
     polynomial of the n-gram; a key match is confirmed character by character."""
