@@ -159,9 +159,14 @@ def first_of_each_text(text_hash: pa.ChunkedArray) -> np.ndarray:
     return first[codes]
 
 
+def _sorted(ids: pa.ChunkedArray) -> bool:
+    ids = ids.combine_chunks()
+    return len(ids) < 2 or pc.all(pc.less_equal(ids[:-1], ids[1:])).as_py() is True
+
+
 def deduplicate(docs: pa.Table, params: DedupParams) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
     """(kept documents, duplicates with the id each one duplicates, metrics)."""
-    docs = docs.sort_by("id")
+    docs = docs if _sorted(docs.column("id")) else docs.sort_by("id")  # filter's are sorted
     n = docs.num_rows
     bands, rows = params.banding()
     signatures, table = compute_signatures(docs, params)
