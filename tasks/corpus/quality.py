@@ -17,7 +17,7 @@ from functools import cached_property
 
 import numpy as np
 
-from tasks.corpus import text_stats
+from tasks.corpus import repetition, text_stats
 from tasks.corpus.language_id import is_iso639_3
 from tasks.corpus.params import FilterParams
 
@@ -156,7 +156,7 @@ class CharRepetition(Filter):
     name = "char_repetition"
 
     def reject(self, docs: Batch, rows: np.ndarray) -> list[str | None]:
-        ratio = text_stats.char_repetition_ratios(docs.points, rows, self.ngram)
+        ratio = repetition.char_repetition_ratios(docs.points, rows, self.ngram)
         return _details(
             ratio > self.maximum, lambda i: f"{ratio[i]:.2f} in repeated {self.ngram}-grams"
         )

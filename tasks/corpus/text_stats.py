@@ -2,7 +2,7 @@
 
 The per-text functions are the definitions; the filters score a whole batch at once from its
 code points (`CodePoints`), with per-character tables built from the same `regex` patterns
-(so the counts are the same), and the character n-gram counts in compiled code (numba).
+(so the counts are the same); `repetition` counts character n-grams in compiled code.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 
-import numba
 import numpy as np
 import regex
 
@@ -103,9 +102,6 @@ def char_repetition_ratio(text: str, n: int = 10) -> float:
 # --- whole batches ---------------------------------------------------------------------------
 
 _CODE_POINTS = 0x110000
-# character n-gram keys (a rolling polynomial) and their slots in a hash table
-_GRAM_KEY_BASE = np.uint64(0x100000001B3)
-_GRAM_SLOT_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 @dataclass(frozen=True)
@@ -223,63 +219,3 @@ def word_counts(points: CodePoints) -> tuple[np.ndarray, np.ndarray]:
     n_words = np.bincount(text, minlength=len(points)).astype(np.int64)
     chars = np.bincount(text, weights=run_last[run] + 1 - begin, minlength=len(points))
     return n_words, chars.astype(np.int64)
-
-
-def char_repetition_ratios(points: CodePoints, rows: np.ndarray, n: int) -> np.ndarray:
-    """`char_repetition_ratio` of the texts `rows`, in compiled code."""
-    return _repetition_ratios(points.values, points.starts, rows, n)
-
-
-# compiled on import (from numba's cache after the first time): a Ray task that imports this
-# module has its code ready, whichever documents reach the filter (map_table's jit_warmup)
-@numba.njit("float64[:](uint32[:], int64[:], int64[:], int64)", cache=True)
-def _repetition_ratios(values, starts, rows, n):
-    """Per row: distinct n-grams counted in an open-addressing table keyed by a rolling
-    polynomial of the n-gram; a key match is confirmed character by character."""
-    ratios = np.empty(rows.size)
-    lead = np.uint64(1)  # base ** (n - 1), the weight of the character leaving the window
-    for _ in range(n - 1):
-        lead *= _GRAM_KEY_BASE
-    for k in range(rows.size):
-        first = starts[rows[k]]
-        grams = starts[rows[k] + 1] - first - n + 1
-        if grams <= 0:
-            ratios[k] = 0.0
-            continue
-        bits = 1
-        while (1 << bits) < 2 * grams:
-            bits += 1
-        mask = (1 << bits) - 1
-        held = np.full(1 << bits, -1, np.int64)  # the position of the n-gram in each slot
-        keys = np.empty(1 << bits, np.uint64)
-        counts = np.zeros(1 << bits, np.int64)
-        key = np.uint64(0)
-        for j in range(n):
-            key = key * _GRAM_KEY_BASE + np.uint64(values[first + j])
-        distinct = 0
-        for i in range(grams):
-            if i > 0:
-                key -= np.uint64(values[first + i - 1]) * lead
-                key = key * _GRAM_KEY_BASE + np.uint64(values[first + i + n - 1])
-            slot = np.int64((key * _GRAM_SLOT_MIX) >> np.uint64(64 - bits))
-            while True:
-                other = held[slot]
-                if other < 0:
-                    held[slot], keys[slot], counts[slot] = i, key, 1
-                    distinct += 1
-                    break
-                if keys[slot] == key:
-                    same = True
-                    for c in range(n):
-                        if values[first + other + c] != values[first + i + c]:
-                            same = False
-                            break
-                    if same:
-                        counts[slot] += 1
-                        break
-                slot = (slot + 1) & mask
-        # only n-grams seen more than once count among the √distinct most frequent
-        top = max(1, int(np.sqrt(distinct)))
-        repeated = np.sort(counts[counts > 1])[::-1][:top]
-        ratios[k] = repeated.sum() / grams
-    return ratios

@@ -4,7 +4,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from tasks.corpus import text_stats
+from tasks.corpus import repetition, text_stats
 from tasks.corpus.filter import check_document, filter_documents, filter_metrics
 from tasks.corpus.params import FilterParams
 from tasks.corpus.quality import (
@@ -95,7 +95,7 @@ def test_batch_scores_equal_the_per_text_definitions():
     docs = Batch(texts, ["und"] * len(texts), scripts)
     everything = np.arange(len(texts))
     for n in (3, 10):
-        ratios = text_stats.char_repetition_ratios(docs.points, everything, n)
+        ratios = repetition.char_repetition_ratios(docs.points, everything, n)
         assert ratios.tolist() == [text_stats.char_repetition_ratio(t, n) for t in texts]
     assert docs.n_words.tolist() == [
         len(text_stats.words(t, s)) for t, s in zip(texts, scripts, strict=True)
