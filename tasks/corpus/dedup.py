@@ -1,9 +1,9 @@
 """corpus.dedup: exact then near-duplicate removal, built from Ray tasks.
 
-signatures (Ray tasks over row blocks) → band buckets (one row per document and band) → group by
-bucket (a hash shuffle over Ray tasks emits candidate pairs) → connected duplicate clusters
-(union-find over the candidate pairs, on the driver) → keep the first document (by id) of
-each cluster.
+signatures and band buckets (Ray tasks over row blocks, each a whole batch at once) → group
+by bucket (a hash shuffle over Ray tasks emits candidate pairs) → candidates verified by their
+estimated Jaccard similarity → connected duplicate clusters (scipy, on the driver) → keep the
+first document (by id) of each cluster.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import xxhash
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
@@ -32,101 +34,103 @@ DUPLICATES_SCHEMA = pa.schema(
 )
 
 
-def signature_batch(batch: pa.Table, params: DedupParams) -> pa.Table:
-    """Per document: exact-text hash and the MinHash signature."""
+def signature_batch(batch: pa.Table, params: DedupParams, bands: int, rows: int) -> pa.Table:
+    """Per document: exact-text hash, MinHash signature and band hashes (LSH buckets)."""
     texts = batch.column("text").to_pylist()
-    scripts = batch.column("script").to_pylist()
-    sigs = [
-        minhash.signature(
-            minhash.hash_shingles(minhash.shingles(text, script, params.shingle_size)),
-            params.num_perm,
-            params.seed,
-        )
-        for text, script in zip(texts, scripts, strict=True)
-    ]
+    hashes, starts = minhash.shingle_hashes(
+        texts, batch.column("script").to_pylist(), params.shingle_size
+    )
+    sigs = minhash.signatures(hashes, starts, params.num_perm, params.seed)
+    buckets = minhash.band_hashes(sigs, bands, rows)
     return pa.table(
         {
-            "doc": batch.column("doc"),
+            "doc": batch.column("doc").combine_chunks(),
             "text_hash": [xxhash.xxh3_128_hexdigest(t.encode("utf-8")) for t in texts],
-            "signature": pa.array([s.tolist() for s in sigs], type=pa.list_(pa.uint32())),
+            "signature": pa.FixedSizeListArray.from_arrays(pa.array(sigs.ravel()), params.num_perm),
+            "bucket": pa.FixedSizeListArray.from_arrays(pa.array(buckets.ravel()), bands),
         }
     )
 
 
-def bucket_batch(batch: pa.Table, bands: int, rows: int) -> pa.Table:
-    """One row per (document, band): the band's hash is the bucket."""
-    docs, band_ids, buckets = [], [], []
-    for doc, sig in zip(
-        batch.column("doc").to_pylist(), batch.column("signature").to_pylist(), strict=True
-    ):
-        hashes = minhash.band_hashes(np.asarray(sig, dtype=np.uint32), bands, rows)
-        docs += [doc] * bands
-        band_ids += range(bands)
-        buckets += hashes
-    return pa.table(
-        {"doc": docs, "band": band_ids, "bucket": buckets},
-        schema=pa.schema([("doc", pa.int64()), ("band", pa.int64()), ("bucket", pa.int64())]),
+def _matrix(column: pa.ChunkedArray) -> np.ndarray:
+    """A fixed-size list column as a (rows, list size) array."""
+    lists = column.combine_chunks()
+    return lists.flatten().to_numpy().reshape(len(lists), lists.type.list_size)
+
+
+def partition_buckets(signatures: pa.Table, partitions: int) -> pa.Table | list[pa.Table]:
+    """Map side of the bucket shuffle: one table of (doc, band, bucket) rows per partition
+    (the table itself when there is one partition)."""
+    buckets = _matrix(signatures.column("bucket"))
+    docs, bands = signatures.column("doc").to_numpy(), buckets.shape[1]
+    table = pa.table(
+        {
+            "doc": np.repeat(docs, bands),
+            "band": np.tile(np.arange(bands, dtype=np.int64), docs.size),
+            "bucket": buckets.ravel(),
+        }
     )
-
-
-def partition_buckets(signatures: pa.Table, bands: int, rows: int, partitions: int) -> list:
-    """Map side of the bucket shuffle: one table of (doc, band, bucket) rows per partition."""
-    table = bucket_batch(signatures, bands, rows)
-    part = np.asarray(table.column("bucket")) % partitions
+    if partitions == 1:
+        return table
+    part = buckets.ravel() % partitions
     return [table.filter(pa.array(part == p)) for p in range(partitions)]
 
 
 def pairs_in_partition(*parts: pa.Table) -> pa.Table:
     """Reduce side: candidate pairs of each bucket, as a star around its smallest document."""
-    grouped = pa.concat_tables(parts).group_by(["band", "bucket"]).aggregate([("doc", "list")])
-    left: list[int] = []
-    right: list[int] = []
-    for docs in grouped.column("doc_list").to_pylist():
-        if len(docs) > 1:
-            docs = sorted(set(docs))
-            left += docs[:1] * (len(docs) - 1)
-            right += docs[1:]
-    return pa.table({"left": pa.array(left, pa.int64()), "right": pa.array(right, pa.int64())})
+    table = pa.concat_tables(parts)
+    band, bucket, doc = (table.column(name).to_numpy() for name in ("band", "bucket", "doc"))
+    order = np.lexsort((doc, bucket, band))
+    band, bucket, doc = band[order], bucket[order], doc[order]
+    same = np.zeros(doc.size, dtype=bool)  # in the bucket of the row before
+    same[1:] = (band[1:] == band[:-1]) & (bucket[1:] == bucket[:-1])
+    heads = np.flatnonzero(~same)
+    smallest = np.repeat(doc[heads], np.diff(np.append(heads, doc.size)))
+    return pa.table({"left": smallest[same], "right": doc[same]})
 
 
-def candidate_pairs(signatures: list, bands: int, rows: int) -> set[tuple[int, int]]:
-    """All (left < right) document pairs that share a bucket in some band.
+def candidate_pairs(signatures: list, partitions: int | None = None) -> np.ndarray:
+    """All (left < right) document pairs that share a bucket in some band, one per row.
 
     A hash shuffle over Ray tasks (map: bucket rows per partition; reduce: group by bucket),
-    reading the signature blocks where they live, so it runs the same on a cluster. Ray
-    Data's groupby did the same work but spent ~25 s per call starting its shuffle.
+    reading the signature blocks where they live, so it runs the same on a cluster.
+    `partitions`: reduce tasks, by default one per CPU of the cluster.
     """
     import ray
 
     started = time.time()
-    partitions = max(2, int(ray.cluster_resources().get("CPU", 2)))
+    partitions = partitions or max(1, int(ray.cluster_resources().get("CPU", 1)))
     mapper = remote(partition_buckets, num_returns=partitions)
-    mapped = [mapper.remote(block, bands, rows, partitions) for block in signatures]
+    mapped = [mapper.remote(block, partitions) for block in signatures]
+    if partitions == 1:
+        mapped = [[ref] for ref in mapped]
     reducer = remote(pairs_in_partition)
     reduced = [reducer.remote(*[m[p] for m in mapped]) for p in range(partitions)]
-    found: set[tuple[int, int]] = set()
-    for table in gather(reduced, "corpus.dedup band shuffle", since=started):
-        found.update(
-            zip(table.column("left").to_pylist(), table.column("right").to_pylist(), strict=True)
-        )
-    return found
+    tables = gather(reduced, "corpus.dedup band shuffle", since=started)
+    left, right = (
+        np.concatenate([t.column(c).to_numpy() for t in tables]) for c in ("left", "right")
+    )
+    return np.unique(np.stack([left, right], axis=1), axis=0)
 
 
-def clusters(n: int, pairs: set[tuple[int, int]]) -> np.ndarray:
-    """Union-find: for each document, the smallest document of its connected cluster."""
-    parent = np.arange(n)
+def similar(sigs: np.ndarray, pairs: np.ndarray, threshold: float) -> np.ndarray:
+    """Per pair: whether its estimated Jaccard similarity reaches `threshold`."""
+    keep = np.zeros(len(pairs), dtype=bool)
+    step = 1 << 16
+    for start in range(0, len(pairs), step):
+        left, right = pairs[start : start + step].T
+        keep[start : start + step] = (sigs[left] == sigs[right]).mean(axis=1) >= threshold
+    return keep
 
-    def root(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
 
-    for left, right in pairs:
-        a, b = root(left), root(right)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    return np.array([root(i) for i in range(n)])
+def clusters(n: int, pairs: np.ndarray) -> np.ndarray:
+    """For each document, the smallest document of its connected cluster."""
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+    _, labels = connected_components(graph, directed=False)
+    smallest = np.full(labels.max(initial=-1) + 1, n)
+    np.minimum.at(smallest, labels, np.arange(n))
+    return smallest[labels]
 
 
 def compute_signatures(docs: pa.Table, params: DedupParams) -> tuple[list, pa.Table]:
@@ -134,56 +138,67 @@ def compute_signatures(docs: pa.Table, params: DedupParams) -> tuple[list, pa.Ta
     indexed = docs.select(["text", "script"]).append_column(
         "doc", pa.array(range(docs.num_rows), pa.int64())
     )
+    bands, rows = params.banding()
     signatures = map_table(
         indexed,
         signature_batch,
         batch_size=params.batch_size,
         num_workers=params.num_workers,
+        jit_warmup=True,  # the signatures' compiled code
         params=params,
+        bands=bands,
+        rows=rows,
     )
-    return signatures, collect(signatures).sort_by("doc")
+    return signatures, collect(signatures)  # blocks in order, each in `doc` order
+
+
+def first_of_each_text(text_hash: pa.ChunkedArray) -> np.ndarray:
+    """For each document, the first document with the same text hash."""
+    codes = text_hash.combine_chunks().dictionary_encode().indices.to_numpy()
+    _, first = np.unique(codes, return_index=True)  # codes number texts by first appearance
+    return first[codes]
+
+
+def _sorted(ids: pa.ChunkedArray) -> bool:
+    ids = ids.combine_chunks()
+    return len(ids) < 2 or pc.all(pc.less_equal(ids[:-1], ids[1:])).as_py() is True
 
 
 def deduplicate(docs: pa.Table, params: DedupParams) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
     """(kept documents, duplicates with the id each one duplicates, metrics)."""
-    docs = docs.sort_by("id")
+    docs = docs if _sorted(docs.column("id")) else docs.sort_by("id")  # filter's are sorted
     n = docs.num_rows
     bands, rows = params.banding()
     signatures, table = compute_signatures(docs, params)
 
     # exact duplicates: same normalized text → same hash; keep the first by id
-    first_of_hash: dict[str, int] = {}
-    exact_of = np.arange(n)
-    for doc, digest in enumerate(table.column("text_hash").to_pylist()):
-        exact_of[doc] = first_of_hash.setdefault(digest, doc)
+    exact_of = first_of_each_text(table.column("text_hash"))
     unique = exact_of == np.arange(n)
 
-    pairs = {(a, b) for a, b in candidate_pairs(signatures, bands, rows) if unique[a] and unique[b]}
+    pairs = candidate_pairs(signatures, params.num_workers)
+    pairs = pairs[unique[pairs[:, 0]] & unique[pairs[:, 1]]]
     if params.verify:
-        sigs = table.column("signature").to_numpy(zero_copy_only=False)
-        pairs = {
-            (a, b)
-            for a, b in pairs
-            if minhash.estimated_jaccard(sigs[a], sigs[b]) >= params.threshold
-        }
+        pairs = pairs[similar(_matrix(table.column("signature")), pairs, params.threshold)]
     near_of = clusters(n, pairs)
 
-    ids = docs.column("id").to_pylist()
-    duplicates = [
-        {"id": ids[i], "kept_id": ids[exact_of[i]], "kind": "exact"}
-        for i in np.flatnonzero(~unique)
-    ] + [
-        {"id": ids[i], "kept_id": ids[near_of[i]], "kind": "near"}
-        for i in np.flatnonzero(unique & (near_of != np.arange(n)))
-    ]
-    dup_table = pa.Table.from_pylist(duplicates, schema=DUPLICATES_SCHEMA).sort_by("id")
+    ids = docs.column("id").combine_chunks()
+    exact = np.flatnonzero(~unique)
+    near = np.flatnonzero(unique & (near_of != np.arange(n)))
+    dup_table = pa.table(
+        {
+            "id": ids.take(np.concatenate([exact, near])),
+            "kept_id": ids.take(np.concatenate([exact_of[exact], near_of[near]])),
+            "kind": ["exact"] * exact.size + ["near"] * near.size,
+        },
+        schema=DUPLICATES_SCHEMA,
+    ).sort_by("id")
     keep = pc.invert(pc.is_in(docs.column("id"), value_set=dup_table.column("id")))
     kept = docs.filter(keep)
     metrics = {
         "documents_in": n,
-        "exact_duplicates": int((~unique).sum()),
-        "near_duplicates": len(duplicates) - int((~unique).sum()),
-        "near_duplicate_clusters": len({near_of[i] for i in range(n) if near_of[i] != i}),
+        "exact_duplicates": int(exact.size),
+        "near_duplicates": int(near.size),
+        "near_duplicate_clusters": int(np.unique(near_of[near]).size),
         "candidate_pairs": len(pairs),
         "kept": kept.num_rows,
         "bands": bands,

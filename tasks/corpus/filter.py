@@ -24,7 +24,7 @@ from tasks.corpus import text_stats
 from tasks.corpus.documents import DOC_SCHEMA
 from tasks.corpus.language_id import UNDETERMINED, identify
 from tasks.corpus.params import FilterParams
-from tasks.corpus.quality import Doc, build_filters
+from tasks.corpus.quality import Batch, build_filters, first_rejections
 
 log = get_logger("paperline.corpus.filter")
 
@@ -72,45 +72,76 @@ def _label_language(text: str, lang: str, params: FilterParams) -> tuple[str, st
     return lang, "declared"
 
 
-def check_document(row: Mapping[str, Any], params: FilterParams) -> dict[str, Any]:
-    """One document's verdict: the kept record's fields plus `reason`/`detail` (None = kept)."""
-    verdict: dict[str, Any] = {
-        "id": row["id"],
-        "lang": row["lang"] or UNDETERMINED,
-        "script": row["script"] or "Zyyy",
-        "bcp47": row.get("bcp47") or row["lang"] or UNDETERMINED,
-        "source": row["source"],
-        "n_chars": int(row.get("n_chars") or 0),
-        "n_words": 0,
-        "lang_source": "declared",
-        "reason": None,
-        "detail": None,
-        "text": "",
-    }
-    raw = row["text"]
+def _prepared(raw: Any, params: FilterParams) -> tuple[str | None, str | None, str | None]:
+    """(normalized text, reason, detail) of one raw text: no text when it is too long or
+    unreadable; no reason when it goes on to the filters."""
     if raw is not None and len(raw) > params.max_chars:
-        return {**verdict, "reason": "too_long", "detail": f"{len(raw)} > {params.max_chars}"}
+        return None, "too_long", f"{len(raw)} > {params.max_chars}"
     text = _decode(raw)
     if text is None:
-        return {**verdict, "reason": "invalid_utf8", "detail": "text is not valid UTF-8"}
+        return None, "invalid_utf8", "text is not valid UTF-8"
     text = text_stats.normalize(text)
-    verdict.update(text=text, n_chars=len(text))
     if not text:
-        return {**verdict, "reason": "empty", "detail": "no text after normalization"}
-    lang, lang_source = _label_language(text, verdict["lang"], params)
-    words = text_stats.words(text, verdict["script"])
-    verdict.update(lang=lang, lang_source=lang_source, n_words=len(words))
-    doc = Doc(text=text, lang=lang, script=verdict["script"], words=words)
-    for check in build_filters(params):
-        if (detail := check.reject(doc)) is not None:
-            return {**verdict, "reason": check.name, "detail": detail}
-    return verdict
+        return "", "empty", "no text after normalization"
+    return text, None, None
+
+
+def check_documents(docs: Mapping[str, list], params: FilterParams) -> dict[str, list]:
+    """Verdict columns (VERDICT_SCHEMA) of a batch of documents given as columns.
+
+    Size, decoding and normalization go text by text; the quality filters score the whole
+    batch at once (`quality.Batch`), built once per batch.
+    """
+    n = len(docs["id"])
+    lang = [code or UNDETERMINED for code in docs["lang"]]
+    script = [code or "Zyyy" for code in docs["script"]]
+    bcp47 = docs.get("bcp47") or [None] * n
+    n_chars = docs.get("n_chars") or [0] * n
+    verdicts: dict[str, list] = {
+        "id": docs["id"],
+        "lang": lang,
+        "script": script,
+        "bcp47": [
+            tag or code or UNDETERMINED for tag, code in zip(bcp47, docs["lang"], strict=True)
+        ],
+        "source": docs["source"],
+        "n_chars": [int(c or 0) for c in n_chars],
+        "n_words": [0] * n,
+        "lang_source": ["declared"] * n,
+        "reason": [None] * n,
+        "detail": [None] * n,
+        "text": [""] * n,
+    }
+    alive = []
+    for row, raw in enumerate(docs["text"]):
+        text, reason, detail = _prepared(raw, params)
+        verdicts["reason"][row], verdicts["detail"][row] = reason, detail
+        if text is not None:
+            verdicts["text"][row], verdicts["n_chars"][row] = text, len(text)
+        if reason is None:
+            lang[row], verdicts["lang_source"][row] = _label_language(text, lang[row], params)
+            alive.append(row)
+    batch = Batch(
+        [verdicts["text"][r] for r in alive], [lang[r] for r in alive], [script[r] for r in alive]
+    )
+    rejections = first_rejections(build_filters(params), batch)
+    for row, n_words, rejection in zip(alive, batch.n_words.tolist(), rejections, strict=True):
+        verdicts["n_words"][row] = n_words
+        if rejection is not None:
+            verdicts["reason"][row], verdicts["detail"][row] = rejection
+    return verdicts
+
+
+def check_document(row: Mapping[str, Any], params: FilterParams) -> dict[str, Any]:
+    """One document's verdict: the kept record's fields plus `reason`/`detail` (None = kept)."""
+    verdicts = check_documents({key: [value] for key, value in row.items()}, params)
+    return {key: column[0] for key, column in verdicts.items()}
 
 
 def filter_batch(batch: pa.Table, params: FilterParams) -> pa.Table:
     """One Ray task (map_table): every row with its verdict columns."""
-    verdicts = [check_document(row, params) for row in batch.to_pylist()]
-    return pa.Table.from_pylist(verdicts, schema=VERDICT_SCHEMA)
+    verdicts = check_documents(batch.to_pydict(), params)
+    return pa.Table.from_pydict(verdicts, schema=VERDICT_SCHEMA)
 
 
 def _split(verdicts: pa.Table) -> tuple[pa.Table, pa.Table]:
@@ -130,6 +161,7 @@ def filter_documents(docs: pa.Table, params: FilterParams) -> tuple[pa.Table, pa
         filter_batch,
         batch_size=params.batch_size,
         num_workers=params.num_workers,
+        jit_warmup=True,  # the repetition filter's compiled code
         params=params,
     )
     return _split(collect(verdicts))

@@ -1,11 +1,19 @@
-"""Script-aware text measurements shared by the filters, the schedule and the tokenizer report."""
+"""Script-aware text measurements shared by the filters, the schedule and the tokenizer report.
+
+The per-text functions are the definitions; the filters score a whole batch at once from its
+code points (`CodePoints`), with per-character tables built from the same `regex` patterns
+(so the counts are the same); `repetition` counts character n-grams in compiled code.
+"""
 
 from __future__ import annotations
 
 import unicodedata
 from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 
+import numpy as np
 import regex
 
 # Scripts written without spaces between words: a "word" there is one letter.
@@ -21,7 +29,10 @@ _SCRIPT_MIXES = {
 }
 
 _LETTER = regex.compile(r"\p{L}")
+# a word starts with a letter, mark or number and goes on through those and joiners
 _WORD = regex.compile(r"[\p{L}\p{M}\p{N}][\p{L}\p{M}\p{N}'’\-]*")
+_WORD_START = r"[\p{L}\p{M}\p{N}]"
+_WORD_JOINER = r"['’\-]"
 _SPACES = regex.compile(r"[^\S\n]+")
 _CONTROL = regex.compile(r"[\p{Cc}--[\n\t]]", flags=regex.V1)
 _SYMBOLS = ("#", "…", "...")
@@ -30,7 +41,7 @@ _SYMBOLS = ("#", "…", "...")
 def normalize(text: str) -> str:
     """NFC, control characters removed, runs of blanks folded, lines stripped, no empty lines."""
     text = _CONTROL.sub("", unicodedata.normalize("NFC", text).replace("\r\n", "\n"))
-    lines = (_SPACES.sub(" ", line).strip() for line in text.split("\n"))
+    lines = map(str.strip, _SPACES.sub(" ", text).split("\n"))  # blanks never include \n
     return "\n".join(line for line in lines if line)
 
 
@@ -64,9 +75,9 @@ def words(text: str, script: str) -> list[str]:
     return _WORD.findall(text)
 
 
-def symbol_word_ratio(text: str, n_words: int) -> float:
-    """Gopher: (hash marks + ellipses) per word."""
-    return sum(text.count(s) for s in _SYMBOLS) / max(n_words, 1)
+def symbol_count(text: str) -> int:
+    """Gopher's symbols: hash marks and ellipses."""
+    return sum(text.count(s) for s in _SYMBOLS)
 
 
 def duplicate_line_fraction(text: str) -> float:
@@ -86,3 +97,125 @@ def char_repetition_ratio(text: str, n: int = 10) -> float:
     counts = sorted(grams.values(), reverse=True)
     repeated = sum(count for count in counts[:top] if count > 1)
     return repeated / sum(counts)
+
+
+# --- whole batches ---------------------------------------------------------------------------
+
+_CODE_POINTS = 0x110000
+
+
+@dataclass(frozen=True)
+class CodePoints:
+    """A batch of texts as one array of code points: text i is values[starts[i]:starts[i + 1]]."""
+
+    values: np.ndarray  # uint32
+    starts: np.ndarray  # int64, one more entry than there are texts
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> CodePoints:
+        lengths = np.fromiter(map(len, texts), np.int64, len(texts))
+        joined = bytearray("".join(texts).encode("utf-32-le", "surrogatepass"))
+        return cls(np.frombuffer(joined, np.uint32), _offsets(lengths))  # writable: numba
+
+    def __len__(self) -> int:
+        return self.starts.size - 1
+
+    def take(self, rows: np.ndarray) -> CodePoints:
+        lengths = np.diff(self.starts)[rows]
+        starts = _offsets(lengths)
+        index = np.arange(starts[-1]) + np.repeat(self.starts[:-1][rows] - starts[:-1], lengths)
+        return CodePoints(self.values[index], starts)
+
+    def count(self, flags: np.ndarray) -> np.ndarray:
+        """Per text: how many of its code points have `flags` (one per code point) set."""
+        total = _offsets(flags)
+        return total[self.starts[1:]] - total[self.starts[:-1]]
+
+    def text(self, row: int) -> str:
+        chars = self.values[self.starts[row] : self.starts[row + 1]]
+        return chars.tobytes().decode("utf-32-le", "surrogatepass")
+
+
+def _offsets(sizes: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.zeros(1, np.int64), np.cumsum(sizes, dtype=np.int64)])
+
+
+def _table(pattern: regex.Pattern, candidates: str) -> np.ndarray:
+    """Per code point: whether `pattern`, a one-character class, matches it."""
+    table = np.zeros(_CODE_POINTS, dtype=bool)
+    found = "".join(pattern.findall(candidates)).encode("utf-32-le", "surrogatepass")
+    table[np.frombuffer(found, np.uint32)] = True
+    return table
+
+
+@cache
+def _every_character() -> str:
+    return "".join(map(chr, range(_CODE_POINTS)))
+
+
+@cache
+def _letters() -> str:
+    return "".join(_LETTER.findall(_every_character()))
+
+
+@cache
+def _letter_table() -> np.ndarray:
+    return _table(_LETTER, _letters())
+
+
+@cache
+def _word_tables() -> tuple[np.ndarray, np.ndarray]:
+    """(may start a word, may only continue one) per code point, as `_WORD` reads them."""
+    every = _every_character()
+    return _table(regex.compile(_WORD_START), every), _table(regex.compile(_WORD_JOINER), every)
+
+
+@cache
+def _script_table(script: str) -> np.ndarray | None:
+    pattern = _script_pattern(script)
+    return None if pattern is None else _table(pattern, _letters())
+
+
+def letter_counts(points: CodePoints) -> np.ndarray:
+    return points.count(_letter_table()[points.values])
+
+
+def script_letter_counts(points: CodePoints, scripts: Sequence[str]) -> np.ndarray:
+    """Per text: its letters that belong to its script (0 where the script is unknown)."""
+    counts = np.zeros(len(points), np.int64)
+    by_script = np.asarray(scripts, dtype=object)
+    for script in set(scripts):
+        table = _script_table(script)
+        if table is not None:
+            rows = np.flatnonzero(by_script == script)
+            subset = points.take(rows)
+            counts[rows] = subset.count(table[subset.values])
+    return counts
+
+
+def word_counts(points: CodePoints) -> tuple[np.ndarray, np.ndarray]:
+    """Per text: (words, characters in them) as `words` finds them in a spaced script.
+
+    A word is a run of word characters and joiners (not crossing texts) from its first
+    word character on; a run of joiners alone is no word.
+    """
+    can_start, joiner = _word_tables()
+    starter = can_start[points.values]
+    inside = starter | joiner[points.values]
+    size = inside.size
+    first_of_text = np.zeros(size, dtype=bool)
+    first_of_text[points.starts[:-1][points.starts[:-1] < size]] = True
+    continues = np.zeros(size, dtype=bool)  # in the same run as the character before
+    continues[1:] = inside[1:] & inside[:-1] & ~first_of_text[1:]
+    run_start = inside & ~continues
+    run_last = np.flatnonzero(inside & ~np.append(continues[1:], False))
+    run_of = np.cumsum(run_start) - 1
+    starters = np.flatnonzero(starter)
+    runs = run_of[starters]
+    first = np.ones(runs.size, dtype=bool)
+    first[1:] = runs[1:] != runs[:-1]
+    begin, run = starters[first], runs[first]
+    text = np.searchsorted(points.starts, begin, side="right") - 1
+    n_words = np.bincount(text, minlength=len(points)).astype(np.int64)
+    chars = np.bincount(text, weights=run_last[run] + 1 - begin, minlength=len(points))
+    return n_words, chars.astype(np.int64)

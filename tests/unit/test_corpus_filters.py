@@ -1,26 +1,31 @@
 """Each filter at its threshold, and bad records dropped with a reason (never a crash)."""
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
-from tasks.corpus import text_stats
+from tasks.corpus import repetition, text_stats
 from tasks.corpus.filter import check_document, filter_documents, filter_metrics
 from tasks.corpus.params import FilterParams
 from tasks.corpus.quality import (
+    Batch,
     CharRepetition,
-    Doc,
     DuplicateLines,
+    KnownLanguage,
     MeanWordLength,
     ScriptMatch,
     SymbolWordRatio,
     WordCount,
+    first_rejections,
 )
+from tasks.corpus.udhr import read_udhr
+from tests.conftest import REPO
 
 GOOD = "All human beings are born free and equal in dignity and rights."
 
 
-def _doc(text, lang="eng", script="Latn"):
-    return Doc(text=text, lang=lang, script=script, words=text_stats.words(text, script))
+def _reject(check, text, lang="eng", script="Latn"):
+    return check.reject(Batch([text], [lang], [script]), np.arange(1))[0]
 
 
 def _row(text, lang="eng", script="Latn", doc_id="d"):
@@ -60,20 +65,61 @@ def test_words_count_letters_in_unspaced_scripts():
     ],
 )
 def test_each_filter_keeps_below_and_drops_above_its_threshold(check, passing, failing):
-    assert check.reject(_doc(passing)) is None
-    assert check.reject(_doc(failing)) is not None
+    assert _reject(check, passing) is None
+    assert _reject(check, failing) is not None
 
 
 def test_script_check_understands_script_mixes():
     assert (
-        ScriptMatch(0.9).reject(_doc("人人生而自由，在尊严和权利上一律平等。", "cmn", "Hans"))
-        is None
+        _reject(ScriptMatch(0.9), "人人生而自由，在尊严和权利上一律平等。", "cmn", "Hans") is None
     )
     assert (
-        ScriptMatch(0.9).reject(_doc("すべての人間は、生まれながらにして自由", "jpn", "Jpan"))
-        is None
+        _reject(ScriptMatch(0.9), "すべての人間は、生まれながらにして自由", "jpn", "Jpan") is None
     )
-    assert "not an ISO 15924" in ScriptMatch(0.5).reject(_doc(GOOD, script="Xyzw"))
+    assert "not an ISO 15924" in _reject(ScriptMatch(0.5), GOOD, script="Xyzw")
+
+
+def test_batch_scores_equal_the_per_text_definitions():
+    """The batch columns (character tables, compiled n-gram counts) against `text_stats`'
+    regex and Counter definitions, on a sample of every UDHR script and on edge cases."""
+    rows = list(read_udhr(REPO / "data" / "seed" / "udhr"))[::11]
+    texts = [text_stats.normalize(r["text"]) for r in rows] + [
+        "",
+        "a",
+        "--' -x- ''",
+        "l'homme est-il libre ’’ab’ 9-9 \u0301a",
+        "ab" * 40,
+        "人人生而自由",
+    ]
+    scripts = [r["script"] for r in rows] + ["Latn"] * 5 + ["Hans"]
+    docs = Batch(texts, ["und"] * len(texts), scripts)
+    everything = np.arange(len(texts))
+    for n in (3, 10):
+        ratios = repetition.char_repetition_ratios(docs.points, everything, n)
+        assert ratios.tolist() == [text_stats.char_repetition_ratio(t, n) for t in texts]
+    assert docs.n_words.tolist() == [
+        len(text_stats.words(t, s)) for t, s in zip(texts, scripts, strict=True)
+    ]
+    spaced = ~docs.unspaced
+    assert docs.word_characters[spaced].tolist() == [
+        sum(map(len, text_stats.words(t, s)))
+        for t, s, keep in zip(texts, scripts, spaced, strict=True)
+        if keep
+    ]
+    assert docs.script_fraction.tolist() == [
+        text_stats.script_fraction(t, s) for t, s in zip(texts, scripts, strict=True)
+    ]
+
+
+def test_first_filter_to_reject_names_the_reason():
+    docs = Batch(["one two", "one two three four", "x"], ["eng", "q!q", "q!q"], ["Latn"] * 3)
+    chain = [KnownLanguage(), WordCount(3, 10)]
+    found = first_rejections(chain, docs)
+    assert found == [
+        ("word_count", "2 words"),
+        ("unknown_language", "'q!q' is not an ISO 639-3 code"),
+        ("unknown_language", "'q!q' is not an ISO 639-3 code"),
+    ]
 
 
 @pytest.mark.parametrize(
