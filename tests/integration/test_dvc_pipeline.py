@@ -81,6 +81,7 @@ KEPT = {
     "mlm-decay",
     "mlm-evaluate",
     "kg-detector",
+    "kg-answerer",
     "kg-eval",
     "scam-guard",
     "scam-poison",
