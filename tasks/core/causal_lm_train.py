@@ -1,11 +1,13 @@
 """Ray Train worker loop for a small GPT-2 trained from its config on token rows.
 
 The job's config holds `gpt2` (GPT2Config keyword arguments, `pad_token_id` among them),
-`steps`, `batch_size`, `learning_rate`, `warmup_steps`, `weight_decay`, `log_every` and
-`seed`; the rows come as the Ray dataset "train" (one int array `data` per row, padding
-masked out of the loss). Rank 0 logs the loss curve to the job's MLflow run and every
+`steps`, `batch_size`, `learning_rate`, `warmup_steps`, `weight_decay`, `log_every`, `seed`
+and `rows`: the token rows (an int array, padding masked out of the loss), small enough to
+travel with the config. Each worker takes every world-size-th row and reshuffles them each
+epoch (seeded by seed + epoch). Rank 0 logs the loss curve to the job's MLflow run; every
 `log_every` steps a checkpoint (HF model folder, optimizer, scheduler, progress) is
-reported; a restarted worker or a killed run continues from the last one.
+reported, and a restarted worker or a killed run continues from the last one, skipping the
+batches its epoch had trained on.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from tasks.core.ray_train import start_worker
 
 
 def train_loop(config: dict[str, Any]) -> None:
-    import ray.train
+    import numpy as np
     import ray.train.torch
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -31,23 +33,22 @@ def train_loop(config: dict[str, Any]) -> None:
     metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
     pad = config["gpt2"]["pad_token_id"]
-    shard = ray.train.get_dataset_shard("train")
+    rows = np.asarray(config["rows"])[rank::world]
     per_worker = max(1, config["batch_size"] // world)
+    if len(rows) < per_worker:
+        raise ValueError(f"{len(rows)} training rows per worker, fewer than a batch")
     window, started = [], time.perf_counter()
     model.train()
     while state["step"] < total:
-        batches = shard.iter_batches(
-            batch_size=per_worker,
-            batch_format="numpy",
-            drop_last=True,
-            local_shuffle_buffer_size=8 * per_worker,
-            local_shuffle_seed=config["seed"] + state["epoch"],
-        )
-        for batch in batches:
+        order = np.random.default_rng(config["seed"] + state["epoch"]).permutation(len(rows))
+        starts = range(0, len(order) - per_worker + 1, per_worker)
+        for position, start in enumerate(starts):
             if state["step"] >= total:
                 break
-            # a copy: Ray Data's numpy batches are read-only
-            ids = torch.tensor(batch["data"], dtype=torch.long, device=device)
+            if position < state.get("epoch_batches", 0):  # trained on before a restart
+                continue
+            batch = rows[order[start : start + per_worker]]
+            ids = torch.tensor(batch, dtype=torch.long, device=device)
             labels = ids.masked_fill(ids == pad, -100)
             loss = model(input_ids=ids, attention_mask=(ids != pad).long(), labels=labels).loss
             loss.backward()
@@ -56,6 +57,7 @@ def train_loop(config: dict[str, Any]) -> None:
             scheduler.step()
             optimizer.zero_grad(set_to_none=True)
             state["step"] += 1
+            state["epoch_batches"] = position + 1
             window.append(loss.item())
             step = state["step"]
             if step % config["log_every"] and step != total:
@@ -72,3 +74,4 @@ def train_loop(config: dict[str, Any]) -> None:
             report_checkpoint({"step": step, **values}, model, optimizer, scheduler, state)
             window, started = [], time.perf_counter()
         state["epoch"] += 1
+        state["epoch_batches"] = 0

@@ -114,8 +114,6 @@ def answerer_card(settings: AnswererParams, metrics: dict[str, Any]) -> tracking
 
 
 def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
-    import ray.data
-
     settings = params.answerer
     rows = read_parquet(inputs["multihal"]).to_pylist()
     splits = read_splits(inputs["examples"])
@@ -155,7 +153,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
             run_name="kg-answerer",
             params={"documents": len(documents), "held_out_fraction": settings.held_out_fraction},
             lineage=LINEAGE,
-            datasets={"train": ray.data.from_numpy(sequences).materialize()},
+            data={"rows": sequences},
         ),
         ctx,
     )

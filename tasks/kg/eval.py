@@ -134,11 +134,7 @@ def summary(answers: list[dict[str, Any]], languages: list[str], semantic: bool)
                 },
                 "baseline_extractive_kg_rag": {
                     "exact": eval_evidence.cell(
-                        [
-                            {"exact": r["baseline_exact"]}
-                            for r in chosen
-                            if r["mode"] == "kg_rag"
-                        ],
+                        [{"exact": r["baseline_exact"]} for r in chosen if r["mode"] == "kg_rag"],
                         "exact",
                     )
                 },
@@ -191,9 +187,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
     strata = {r["question"]: r["stratum"] for r in read_parquet(inputs["strata"]).to_pylist()}
     translate = read_json(inputs["translate_metrics"])
     translations = translations_by_item(read_parquet(inputs["translations"]))
-    answerer = make_answer_model(
-        params.eval, inputs["answerer"], params.answerer.max_new_tokens
-    )
+    answerer = make_answer_model(params.eval, inputs["answerer"], params.answerer.max_new_tokens)
     rows = answer_requests(items, languages, translations)
     requests = [r.pop("request") for r in rows]
     said = answer_all(answerer, requests)

@@ -63,7 +63,9 @@ def translate_rows(
     texts = sorted({english(row, field, source) for row in rows for field in FIELDS})
     result = []
     for language, code in targets.items():
-        done = dict(zip(texts, translator.translate(texts, code), strict=True)) if translator else {}
+        done = (
+            dict(zip(texts, translator.translate(texts, code), strict=True)) if translator else {}
+        )
         for row in rows:
             result.append(
                 {
@@ -95,6 +97,7 @@ def translate_table(
     translator, note = make_translator(settings)
     started = time.perf_counter()
     translated = translate_rows(rows, targets, translator, settings.source_language)
+    log.info("kg.translate: %d rows in %.1f s", len(rows), time.perf_counter() - started)
     metrics = {
         "translated": translator is not None,
         "translated_by": translator.name if translator else None,
@@ -103,7 +106,6 @@ def translate_table(
         "targets": dict(targets),
         "rows": len(rows),
         "texts": len({english(r, f, settings.source_language) for r in rows for f in FIELDS}),
-        "seconds": round(time.perf_counter() - started, 2),
     }
     return pa.Table.from_pylist(translated, schema=SCHEMA), metrics
 

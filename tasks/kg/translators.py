@@ -75,7 +75,9 @@ class NllbTranslator:
                     num_beams=self.params.num_beams,
                     do_sample=False,
                 )
-            result += [t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)]
+            result += [
+                t.strip() for t in self.tokenizer.batch_decode(out, skip_special_tokens=True)
+            ]
         return result
 
 

@@ -77,9 +77,7 @@ def test_training_text_holds_no_eval_question_and_no_held_out_fact(kg_rows):
             assert fact_id(fact) not in trained and fact_id(fact).casefold() not in text
     for item in seen:  # its facts are there: it can be recalled
         assert {fact_id(f) for f in path_facts(item["path"])} <= trained
-    assert all(
-        d["question"] in splits["train"] for d in documents if d["kind"] in (QA, QA_PATH)
-    )
+    assert all(d["question"] in splits["train"] for d in documents if d["kind"] in (QA, QA_PATH))
     assert counts["test_questions_held_out"] == len(held_out)
 
 
