@@ -48,7 +48,8 @@ def train_loop(config: dict[str, Any]) -> None:
             if position < state.get("epoch_batches", 0):  # trained on before a restart
                 continue
             batch = rows[order[start : start + per_worker]]
-            ids = torch.tensor(batch, dtype=torch.long, device=device)
+            width = int((batch != pad).sum(axis=1).max())  # rows are padded on the right
+            ids = torch.tensor(batch[:, :width], dtype=torch.long, device=device)
             labels = ids.masked_fill(ids == pad, -100)
             loss = model(input_ids=ids, attention_mask=(ids != pad).long(), labels=labels).loss
             loss.backward()

@@ -27,7 +27,8 @@ from tasks.core.causal_lm_train import train_loop
 from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage, StageContext
-from tasks.kg.answerer_corpus import ANSWER_MARK, QA, QA_PATH, build_corpus
+from tasks.kg import codex
+from tasks.kg.answerer_corpus import ANSWER_MARK, QA, QA_PATH, Vocabulary, build_corpus
 from tasks.kg.answerer_lm import (
     LocalAnswerer,
     answerer_tokenizer,
@@ -52,6 +53,18 @@ CORPUS_SCHEMA = pa.schema(
     ]
 )
 SAMPLE = 64  # training pairs per kind re-asked after training
+
+
+def slice_vocabulary(codex_dir: Path, multihal_dir: Path, languages: list[str]) -> Vocabulary:
+    """Property labels per language (CoDEx-S's, Wikidata's English ones where it has none)
+    and type entities' names, as kg.qa names them in its questions."""
+    english = codex.wikidata_property_labels(multihal_dir)
+    properties: dict[str, dict[str, str]] = {p: {"en": label} for p, label in english.items()}
+    for language in languages:
+        for pid, terms in codex.property_terms(codex_dir, language).items():
+            properties.setdefault(pid, {})[language] = terms["label"]
+    names = {q: t["label"] for q, t in codex.type_terms(codex_dir).items()}
+    return Vocabulary(properties, names)
 
 
 def loop_config(settings: AnswererParams, gpt2: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +113,8 @@ def answerer_card(settings: AnswererParams, metrics: dict[str, Any]) -> tracking
             f"kg.examples): {metrics['counts'].get('documents_fact', 0)} verbalised facts, "
             f"{metrics['counts'].get('documents_qa', 0)} question → answer pairs without "
             f"context and {metrics['counts'].get('documents_qa_path', 0)} with their path; "
+            f"{metrics['counts'].get('documents_reading', 0)} pairs templated from CoDEx-S "
+            "train triples with their path (reading practice); "
             "plus the facts of the `seen` test questions (never their questions). Facts of "
             "`held_out` test questions are in none of it."
         ),
@@ -124,6 +139,9 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         context_fraction=settings.context_fraction,
         languages=params.slice.languages,
         seed=settings.seed,
+        triples=sorted(set(codex.read_triples(inputs["codex"] / "train.txt"))),
+        vocabulary=slice_vocabulary(inputs["codex"], inputs["properties"], params.slice.languages),
+        reading_pairs=settings.reading_pairs,
     )
     work = ctx.scratch("kg", "answerer")
     tokenizer_files = answerer_tokenizer([d["text"] for d in documents], settings.model.vocab_size)
@@ -146,7 +164,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
             name="kg.answerer",
             train_loop=train_loop,
             config=loop_config(settings, gpt2_config(tokenizer, settings.model)),
-            sources=[inputs["multihal"], inputs["examples"]],
+            sources=[inputs["multihal"], inputs["examples"], inputs["codex"]],
             scaling=settings.scaling,
             max_failures=settings.max_failures,
             experiment=settings.experiment,
@@ -214,6 +232,8 @@ STAGE = Stage(
     inputs={
         "multihal": "data/processed/kg/multihal.parquet",
         "examples": "data/processed/kg/detector_examples.parquet",
+        "codex": "data/seed/codex-s",
+        "properties": "data/seed/multihal",
     },
     outputs={
         "model": f"{MODEL_DIR}/model",

@@ -4,7 +4,12 @@ Training text comes from the kg area's own data, train-split questions only (the
 kg.examples, by question): each train item's best path as facts ("Fact: S P O", English
 labels, one document per fact) and its question → answer pair, shown with the path as
 context (in a sampled label language) for `context_fraction` of the items and without
-for the rest, so the model learns both to recall and to read.
+for the rest, so the model learns both to recall and to read. Reading a few hundred
+questions teaches a small LM their answers, not how to read; so `reading_pairs` more
+question → answer pairs with their path are templated (as kg.qa templates its questions)
+from CoDEx-S train triples and 2-hop chains of them: many distinct answers, each only
+reachable through the path. None of them asks a dev or test question or holds a held-out
+fact.
 
 The test questions are split by a hash of the question into two strata:
 - `seen`: the facts of its best path are added to the training text as facts (never its
@@ -21,14 +26,15 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tasks.kg.splits import question_key
 
 Fact = tuple[str, str, str]  # (subject, property, object) ids or values, as in a path
 STRATA = ("seen", "held_out")
-FACT, QA, QA_PATH = "fact", "qa", "qa_path"  # kinds of training document
+FACT, QA, QA_PATH, READING = "fact", "qa", "qa_path", "reading"  # kinds of document
 ANSWER_MARK = "Answer:"
 
 
@@ -76,6 +82,67 @@ def fact_document(parts: Sequence[str], start: int) -> str:
     return "Fact: " + " ".join(" ".join(p.split()) for p in parts[start : start + 3])
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """How the slice names things: property labels per language, entity display names."""
+
+    properties: Mapping[str, Mapping[str, str]]  # PID → language → label
+    entities: Mapping[str, str]  # QID → name (type labels; other items stay QIDs)
+
+    def entity(self, qid: str) -> str:
+        return self.entities.get(qid, qid)
+
+    def prop(self, pid: str, language: str, source: str = "en") -> str:
+        labels = self.properties.get(pid, {})
+        return labels.get(language) or labels.get(source) or pid
+
+
+def reading_documents(
+    triples: Sequence[Fact],
+    vocabulary: Vocabulary,
+    count: int,
+    excluded: set[Fact],
+    asked: set[str],
+    languages: Sequence[str],
+    rng: random.Random,
+) -> list[dict[str, Any]]:
+    """`count` templated question → answer pairs with their 1- or 2-hop path as context
+    (half each), none asking a question in `asked` or using a fact in `excluded`."""
+    usable = [t for t in triples if t not in excluded]
+    outgoing: dict[str, list[Fact]] = defaultdict(list)
+    for triple in usable:
+        outgoing[triple[0]].append(triple)
+    documents: list[dict[str, Any]] = []
+    attempts = 0
+    while usable and len(documents) < count and attempts < 20 * count:
+        attempts += 1
+        first = rng.choice(usable)
+        chain = [first]
+        if rng.random() < 0.5 and outgoing[first[2]]:
+            second = rng.choice(outgoing[first[2]])
+            if second[2] != first[0]:
+                chain.append(second)
+        props = [vocabulary.prop(t[1], "en") for t in chain]
+        question = "What is the " + " of the ".join(reversed(props))
+        question += f" of {vocabulary.entity(first[0])}?"
+        if question_key(question) in asked:
+            continue
+        language = rng.choice(list(languages))
+        path = [vocabulary.entity(first[0])]
+        for triple in chain:
+            path += [vocabulary.prop(triple[1], language), vocabulary.entity(triple[2])]
+        documents.append(
+            {
+                "kind": READING,
+                "qa_id": "",
+                "question": question_key(question),
+                "facts": [fact_id(t) for t in chain],
+                "text": qa_document(question, path[-1], " ".join(path)),
+            }
+        )
+    return documents
+
+
 def build_corpus(
     rows: list[dict[str, Any]],
     splits: dict[str, set[str]],
@@ -85,9 +152,13 @@ def build_corpus(
     languages: Sequence[str],
     seed: int,
     source_language: str = "en",
+    triples: Sequence[Fact] = (),
+    vocabulary: Vocabulary | None = None,
+    reading_pairs: int = 0,
 ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, int]]:
     """(training documents, test question key → stratum, counts). `rows`: kg.judge's
-    multihal rows; `splits`: each split's question keys."""
+    multihal rows; `splits`: each split's question keys; `triples` (with `vocabulary`):
+    the slice's train facts that `reading_pairs` templated reading pairs are drawn from."""
     rng = random.Random(seed)
     by_key: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
@@ -144,6 +215,16 @@ def build_corpus(
         if assigned[key] == "seen":
             for item in best_paths(by_key[key]):
                 add_facts(item)
+    if reading_pairs and vocabulary is not None:
+        documents += reading_documents(
+            triples,
+            vocabulary,
+            reading_pairs,
+            held_out_facts,
+            splits["dev"] | splits["test"],
+            languages,
+            rng,
+        )
     trained = {f for d in documents for f in d["facts"]}
     strata = {}
     for key in test:

@@ -149,6 +149,9 @@ class AnswererParams(StrictModel):
     context_fraction: float = Field(
         default=0.5, ge=0, le=1, description="train QA pairs shown with their path"
     )
+    reading_pairs: int = Field(
+        default=1500, ge=0, description="templated pairs with their path from train triples"
+    )
     model: AnswererModelParams = AnswererModelParams()
     steps: int = Field(default=500, ge=1)
     batch_size: int = Field(default=32, ge=1)

@@ -81,6 +81,40 @@ def test_training_text_holds_no_eval_question_and_no_held_out_fact(kg_rows):
     assert counts["test_questions_held_out"] == len(held_out)
 
 
+def test_reading_pairs_never_ask_a_held_out_question_or_use_a_held_out_fact(kg_rows):
+    from tasks.kg.answerer_corpus import READING, Vocabulary
+
+    rows, splits = kg_rows
+    triples = sorted({f for r in rows for f in path_facts(r["path"])} | {("Q1", "P1", "Q2")})
+    vocabulary = Vocabulary({"P1": {"en": "one", "de": "eins"}}, {"Q2": "human"})
+    documents, strata, counts = build_corpus(
+        rows,
+        splits,
+        held_out_fraction=0.5,
+        context_fraction=0.5,
+        languages=LANGUAGES,
+        seed=1,
+        triples=triples,
+        vocabulary=vocabulary,
+        reading_pairs=60,
+    )
+    reading = [d for d in documents if d["kind"] == READING]
+    assert counts["documents_reading"] == len(reading) > 0
+    asked = splits["dev"] | splits["test"]
+    held_out_facts = {
+        fact_id(f)
+        for r in rows
+        if strata.get(question_key(r["input"])) == "held_out"
+        for f in path_facts(r["path"])
+    }
+    assert not {d["question"] for d in reading} & asked
+    assert not {f for d in reading for f in d["facts"]} & held_out_facts
+    assert any(len(d["facts"]) == 2 for d in reading)  # 2-hop chains too
+    for document in reading:  # kg.qa's template, the type entity by its name
+        if document["facts"] == ["Q1 P1 Q2"]:
+            assert document["text"].endswith("Question: What is the one of Q1?\nAnswer: human")
+
+
 def test_a_train_question_that_shares_a_held_out_fact_is_dropped(kg_rows):
     rows, splits = kg_rows
     held = build_corpus(
