@@ -1,15 +1,21 @@
-"""Answer models behind one interface: question (+ optional KG context) → answer text.
+"""Answer models behind one interface: requests (question + optional KG path) → answers.
 
-- `ExtractiveReader` (offline; a reader, not an LLM): with a KG path as context it answers
-  with the last entity of the path that the question does not mention (a path runs from
-  the question's subject to its answer); without context it abstains ("").
+- `LocalAnswerer` (offline default, `tasks.kg.answerer_lm`): the small generative LM that
+  kg.answerer trains on the kg area's own text; it recalls facts it saw and reads paths.
 - `OpenAIAnswerer` (production): any OpenAI-compatible chat endpoint, MultiHal's
   temperature 1; the KG path goes in the prompt as context for KG-RAG.
+- `ExtractiveReader`: a labelled baseline, not an answer model under test: with a path it
+  answers with the last entity the question does not mention; without one it abstains.
+
+Exact match is the primary score while answers are ids: the normalised answer equals one of
+the question's gold answers. A path whose end is not a gold answer earns a copier nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from tasks.core.llm import ChatModel
@@ -17,23 +23,41 @@ from tasks.kg.linking import normalise
 from tasks.kg.params import EvalParams
 
 
+@dataclass(frozen=True)
+class AnswerRequest:
+    question: str
+    context: str | None  # the rendered path (KG-RAG) or None (vanilla)
+    parts: Sequence[str] | None = None  # the path element by element (the reader's input)
+
+
 class AnswerModel(Protocol):
     name: str
 
-    def answer(self, question: str, path: Sequence[str] | None) -> str:
-        """The answer; `path` is the KG context as labelled elements (S, P, O[, P, O])."""
-        ...
+    def answer_batch(self, requests: Sequence[AnswerRequest]) -> list[str]: ...
+
+
+def normalised_answer(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def exact(answer: str, golds: Iterable[str]) -> bool:
+    """The answer is one of the gold answers (case and spacing aside); an abstention never is."""
+    said = normalised_answer(answer)
+    return bool(said) and said in {normalised_answer(g) for g in golds}
 
 
 class ExtractiveReader:
-    name = "extractive-reader"
+    name = "extractive-reader (baseline)"
 
-    def answer(self, question: str, path: Sequence[str] | None) -> str:
-        if not path:
+    def answer(self, question: str, parts: Sequence[str] | None) -> str:
+        if not parts:
             return ""
         asked = f" {normalise(question)} "
-        entities = [e for e in path[::2] if f" {normalise(e)} " not in asked]
-        return entities[-1] if entities else path[-1]
+        entities = [e for e in parts[::2] if f" {normalise(e)} " not in asked]
+        return entities[-1] if entities else parts[-1]
+
+    def answer_batch(self, requests: Sequence[AnswerRequest]) -> list[str]:
+        return [self.answer(r.question, r.parts if r.context else None) for r in requests]
 
 
 ANSWER_PROMPT = (
@@ -49,14 +73,27 @@ class OpenAIAnswerer:
             params.api_key_env,
             params.temperature,
             params_key="kg.eval.answer_backend",
-            offline_choice="extractive",
+            offline_choice="local",
         )
         self.name = self.chat.name
 
-    def answer(self, question: str, path: Sequence[str] | None) -> str:
-        prefix = f"Knowledge-graph path: {' '.join(path)}\n" if path else ""
-        return self.chat.ask(ANSWER_PROMPT.format(context=prefix, question=question))
+    def answer_batch(self, requests: Sequence[AnswerRequest]) -> list[str]:
+        return [
+            self.chat.ask(
+                ANSWER_PROMPT.format(
+                    context=f"Knowledge-graph path: {r.context}\n" if r.context else "",
+                    question=r.question,
+                )
+            )
+            for r in requests
+        ]
 
 
-def make_answer_model(params: EvalParams) -> AnswerModel:
-    return OpenAIAnswerer(params) if params.answer_backend == "openai" else ExtractiveReader()
+def make_answer_model(params: EvalParams, answerer_dir: Path, max_new_tokens: int) -> AnswerModel:
+    if params.answer_backend == "openai":
+        return OpenAIAnswerer(params)
+    from tasks.kg.answerer_lm import LocalAnswerer
+
+    return LocalAnswerer(
+        answerer_dir / "model", answerer_dir / "tokenizer", max_new_tokens, params.batch_size
+    )

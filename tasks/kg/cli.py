@@ -65,3 +65,49 @@ def kg_paths(
     )
     for path in found:
         typer.echo(json.dumps({"hops": len(path) // 2, "path": list(path)}))
+
+
+@app.command("translate")
+def kg_translate(
+    backend: Annotated[str, typer.Option(help="transformers (NLLB-200 on disk) or openai.")] = (
+        "transformers"
+    ),
+    model: Annotated[
+        str | None, typer.Option(help="transformers: a local NLLB-200 checkpoint folder.")
+    ] = None,
+    input_path: Annotated[
+        str, typer.Option("--input", help="MultiHal rows (kg.judge's output).")
+    ] = "data/processed/kg/multihal.parquet",
+    output: Annotated[
+        str, typer.Option(help="Where the translated rows go (Parquet).")
+    ] = ".paperline/kg/translations.parquet",
+    languages: Annotated[
+        str | None, typer.Option(help="Comma-separated targets; default kg.slice.languages.")
+    ] = None,
+    max_rows: Annotated[int | None, typer.Option(min=1, help="Translate the first N rows.")] = None,
+) -> None:
+    """Translate input, output and trip_labels as kg.translate does, with the backend and
+    model given here instead of params.yaml's; prints the metrics as JSON."""
+    import json
+    from pathlib import Path
+
+    from tasks.core.errors import UserError
+    from tasks.core.io import read_parquet, write_file
+    from tasks.core.params import load_params
+    from tasks.kg.translate import translate_table
+
+    root = repo_root()
+    params = load_params(root / "params.yaml").kg
+    if backend not in ("transformers", "openai"):
+        raise UserError(f"--backend {backend}: expected transformers or openai")
+    settings = params.translate.model_copy(
+        update={"backend": backend, "model": model, "max_rows": max_rows}
+    )
+    source = Path(input_path) if Path(input_path).is_absolute() else root / input_path
+    if not source.is_file():
+        raise UserError(f"--input {source}: no such file; run `paperline repro kg-judge` first")
+    chosen = languages.split(",") if languages else params.slice.languages
+    table, metrics = translate_table(read_parquet(source).to_pylist(), settings, chosen)
+    target = Path(output) if Path(output).is_absolute() else root / output
+    write_file(target, table)
+    typer.echo(json.dumps({**metrics, "output": str(target)}))

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from tasks.core.ray_train import ScalingParams
 from tasks.core.strict_model import StrictModel
 
 LANGUAGES = ("ar", "de", "en", "es", "ru", "zh")  # CoDEx-S property labels
@@ -125,15 +126,90 @@ class DetectorParams(StrictModel):
     seed: int = 13
 
 
-class EvalParams(StrictModel):
-    """MultiHal's KG-RAG vs vanilla comparison."""
+class AnswererModelParams(StrictModel):
+    """The answerer's GPT-2 shape (transformers' GPT2Config, random init)."""
 
-    answer_backend: Literal["extractive", "openai"] = "extractive"
+    vocab_size: int = Field(default=1500, ge=100, description="BPE trained on the kg text")
+    context: int = Field(default=96, ge=16, description="positions; longer documents dropped")
+    hidden: int = Field(default=128, ge=8)
+    layers: int = Field(default=2, ge=1)
+    heads: int = Field(default=4, ge=1)
+
+
+class AnswererParams(StrictModel):
+    """The offline answer model: a small generative LM trained (Ray Train) on the kg
+    area's own text: verbalised train-split facts and question → answer pairs, some with a
+    rendered path as context and some without."""
+
+    registered_model: str = "paperline-kg-answerer"
+    experiment: str = "paperline-kg-answerer"
+    held_out_fraction: float = Field(
+        default=0.5, gt=0, lt=1, description="of test questions whose facts are kept out"
+    )
+    context_fraction: float = Field(
+        default=0.5, ge=0, le=1, description="train QA pairs shown with their path"
+    )
+    reading_pairs: int = Field(
+        default=1500, ge=0, description="templated pairs with their path from train triples"
+    )
+    model: AnswererModelParams = AnswererModelParams()
+    steps: int = Field(default=500, ge=1)
+    batch_size: int = Field(default=32, ge=1)
+    learning_rate: float = Field(default=2e-3, gt=0)
+    warmup_steps: int = Field(default=50, ge=0)
+    weight_decay: float = Field(default=0.01, ge=0)
+    log_every: int = Field(default=50, ge=1, description="loss point + checkpoint")
+    max_new_tokens: int = Field(default=12, ge=1, description="greedy answer length")
+    scaling: ScalingParams = ScalingParams(torch_threads=2)
+    max_failures: int = Field(default=1, ge=0)
+    seed: int = 13
+
+
+class EvalParams(StrictModel):
+    """MultiHal's KG-RAG vs vanilla comparison. `local`: the answerer kg.answerer trained;
+    `openai`: any OpenAI-compatible endpoint (production). The extractive reader is always
+    scored too, as a labelled baseline row."""
+
+    answer_backend: Literal["local", "openai"] = "local"
     base_url: str = "http://127.0.0.1:8000/v1"
     model: str = "meta-llama/Llama-3.3-70B-Instruct"
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = Field(default=1.0, ge=0, description="MultiHal answers at 1")
     max_items: int | None = Field(default=None, ge=1)
+    batch_size: int = Field(default=32, ge=1, description="local answerer: prompts a batch")
+
+
+NLLB_CODES = {
+    "ar": "arb_Arab",
+    "de": "deu_Latn",
+    "en": "eng_Latn",
+    "es": "spa_Latn",
+    "fr": "fra_Latn",
+    "it": "ita_Latn",
+    "pt": "por_Latn",
+    "ru": "rus_Cyrl",
+    "zh": "zho_Hans",
+}
+
+
+class TranslateParams(StrictModel):
+    """MultiHal's translation of input, output and trip_labels from English. `transformers`:
+    an NLLB-200 checkpoint on disk (`model`: its folder; null = none configured, the stage
+    records that nothing was translated); `openai`: an OpenAI-compatible endpoint."""
+
+    backend: Literal["transformers", "openai"] = "transformers"
+    model: str | None = Field(default=None, description="local NLLB-200 checkpoint folder")
+    source_language: str = "en"
+    codes: dict[str, str] = Field(
+        default_factory=lambda: dict(NLLB_CODES), description="language → NLLB-200 code"
+    )
+    batch_size: int = Field(default=16, ge=1)
+    max_new_tokens: int = Field(default=128, ge=1)
+    num_beams: int = Field(default=1, ge=1)
+    base_url: str = "http://127.0.0.1:8000/v1"
+    openai_model: str = "meta-llama/Llama-3.3-70B-Instruct"
+    api_key_env: str = "OPENAI_API_KEY"
+    max_rows: int | None = Field(default=None, ge=1, description="multihal rows translated")
 
 
 class KgParams(StrictModel):
@@ -145,7 +221,9 @@ class KgParams(StrictModel):
     judge: JudgeParams = JudgeParams()
     examples: ExamplesParams = ExamplesParams()
     detector: DetectorParams = DetectorParams()
+    answerer: AnswererParams = AnswererParams()
     eval: EvalParams = EvalParams()
+    translate: TranslateParams = TranslateParams()
 
 
 SECTION = KgParams  # params.yaml `kg`, registered with tasks.core.params

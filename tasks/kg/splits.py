@@ -4,7 +4,11 @@ question falls in, and the check that no question is in two splits."""
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
+
+from tasks.core.errors import InputError
+from tasks.core.io import read_parquet
 
 SPLITS = ("train", "dev", "test")
 
@@ -35,3 +39,15 @@ def shared_questions(rows: list[dict[str, Any]]) -> set[str]:
     """Question keys found in more than one split (none, when the split is by question)."""
     found = questions_by_split(rows)
     return {q for a in SPLITS for b in SPLITS if a < b for q in found[a] & found[b]}
+
+
+def read_splits(examples: Path) -> dict[str, set[str]]:
+    """Each split's question keys from kg.examples' output; a question in two splits is an
+    input error (the split is by question)."""
+    rows = read_parquet(examples, columns=["question", "split"]).to_pylist()
+    if shared := shared_questions(rows):
+        raise InputError(
+            f"{examples}: {len(shared)} question(s) in two splits (e.g. {sorted(shared)[0]!r}); "
+            "rerun kg.examples, which splits by question"
+        )
+    return questions_by_split(rows)

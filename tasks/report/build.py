@@ -20,6 +20,7 @@ from tasks.report.render import render, sections
 CLAIMS = {
     "mlm.evaluate": "models/mmbert/claims.json",
     "kg.detector": "models/kg_halludetect/claims.json",
+    "kg.eval": "data/processed/kg/eval_claims.json",
     "aoeb.evaluate": "data/processed/aoeb/claims.json",
     "cmipref.evaluate": "data/processed/cmipref/claims.json",
     "deltastack.study": "models/deltastack/claims.json",

@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 import urllib.request
+from pathlib import Path
 
 import networkx as nx
 import pyarrow.parquet as pq
@@ -289,7 +290,7 @@ def test_openai_judge_runs_multihals_protocol_over_http(monkeypatch):
 
 
 def test_openai_answerer_puts_the_path_in_the_prompt(monkeypatch):
-    from tasks.kg.answering import make_answer_model
+    from tasks.kg.answering import AnswerRequest, make_answer_model
     from tasks.kg.params import EvalParams
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ChatServer)
@@ -303,12 +304,17 @@ def test_openai_answerer_puts_the_path_in_the_prompt(monkeypatch):
                 base_url=f"http://127.0.0.1:{server.server_port}/v1",
                 model="answer-model",
                 api_key_env="PAPERLINE_TEST_KEY",
-            )
+            ),
+            Path("unused"),
+            12,
         )
-        with_path = answerer.answer(
-            "What is the official language of Q1009?", ["Q1009", "official language", "Q1860"]
+        question = "What is the official language of Q1009?"
+        with_path, without = answerer.answer_batch(
+            [
+                AnswerRequest(question, "Q1009 official language Q1860"),
+                AnswerRequest(question, None),
+            ]
         )
-        without = answerer.answer("What is the official language of Q1009?", None)
     finally:
         server.shutdown()
     assert (with_path, without) == ("5", "Score: 2")  # the server's replies, as sent

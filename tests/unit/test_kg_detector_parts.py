@@ -9,7 +9,7 @@ import pytest
 
 from tasks.kg import detector_evidence, detector_train
 from tasks.kg.detector import best_evaluation, split_rows
-from tasks.kg.eval import held_out_items
+from tasks.kg.eval import question_items
 from tasks.kg.splits import questions_by_split, shared_questions
 
 
@@ -142,13 +142,30 @@ def test_a_question_in_two_splits_is_refused_before_training(tmp_path):
         split_rows(leaked, tmp_path / "examples.parquet")
 
 
-def test_eval_answers_only_questions_of_the_test_split():
+def test_eval_answers_only_questions_of_the_test_split_once_each():
     examples = _examples(("train", "dev", "test"))
-    rows = [{"qa_id": f"q{n}", "input": f"what is  Q{n}?"} for n in range(60)]
-    rows.append({"qa_id": "other", "input": "Never split?"})  # no detector example: not test
-    chosen = held_out_items(rows, examples)
     test = questions_by_split(examples)["test"]
-    assert len(chosen) == 20 and all(f"what is q{r['qa_id'][1:]}?" in test for r in chosen)
+
+    def row(qa_id, question, output, score=4, hops=1):
+        path = ["S", "P", output] if hops == 1 else ["S", "P", "M", "P", output]
+        return {
+            "id": f"{qa_id}-{hops}",
+            "qa_id": qa_id,
+            "input": question,
+            "output": output,
+            "judged_score": score,
+            "hops": hops,
+            "path": path,
+        }
+
+    rows = [row(f"q{n}", f"what is  Q{n}?", "Q1") for n in range(60)]
+    rows.append(row("q2-bis", "What is Q2?", "Q7", score=5, hops=2))  # same question, 2 answers
+    rows.append(row("other", "Never split?", "Q1"))  # no detector example: not test
+    chosen = question_items(rows, test, None)
+    assert len(chosen) == 20 and {c["question_key"] for c in chosen} <= test
+    (two,) = [c for c in chosen if c["question_key"] == "what is q2?"]
+    assert two["golds"] == ["Q1", "Q7"] and two["qa_id"] == "q2-bis"  # best judged path
+    assert len(question_items(rows, test, 5)) == 5
 
 
 def test_claims_state_auroc_against_chance_and_f1_gains_over_questions():
