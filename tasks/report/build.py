@@ -22,6 +22,7 @@ CLAIMS = {
     "aoeb.evaluate": "data/processed/aoeb/claims.json",
     "cmipref.evaluate": "data/processed/cmipref/claims.json",
     "deltastack.study": "models/deltastack/claims.json",
+    "kvcache.study": "models/kvcache/claims.json",
 }
 
 
