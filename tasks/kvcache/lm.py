@@ -15,17 +15,19 @@ from typing import Any
 from tasks.core.errors import UserError
 from tasks.core.tokenizer import SPECIAL_TOKENS
 from tasks.kvcache.haystack import words
+from tasks.kvcache.needles import template_words
 from tasks.kvcache.params import ModelParams
 
 DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
 
 def build_tokenizer(texts: list[str], keys: list[str], values: list[str], size: int) -> Any:
-    """A WordLevel tokenizer: specials, keys, values, then the `size` most frequent words."""
+    """A WordLevel tokenizer: specials, the templates' words, keys, values, then the `size`
+    most frequent other words of `texts`."""
     from tokenizers import Tokenizer, normalizers, pre_tokenizers
     from tokenizers.models import WordLevel
 
-    reserved = [*SPECIAL_TOKENS, *keys, *values]
+    reserved = [*SPECIAL_TOKENS, *template_words(), *keys, *values]
     taken = set(reserved)
     counts = Counter(w for text in texts for w in words(text) if w not in taken)
     ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:size]

@@ -56,6 +56,13 @@ def question(kind: str, asked: list[str]) -> str:
     return f"what are {every}the magic numbers for {keys} ? the magic numbers for {keys} are"
 
 
+def template_words() -> list[str]:
+    """Every word the needle and question templates write (keys and values aside)."""
+    texts = [NEEDLE.format(key="", value="")]
+    texts += [question(kind, ["", ""]) for kind in ("single", "multivalue", "multiquery")]
+    return sorted({w for text in texts for w in text.split()})
+
+
 @dataclass(frozen=True)
 class Item:
     id: str

@@ -37,10 +37,17 @@ def rng_for(settings: TaskParams, split: str, kind: str, length: int) -> np.rand
 
 
 def cell_items(
-    settings: TaskParams, stream: list[str], split: str, kind: str, length: int, count: int
+    settings: TaskParams,
+    stream: list[str],
+    split: str,
+    kind: str,
+    length: int,
+    count: int,
+    keys: list[str] | None = None,
 ) -> list[Item]:
-    """`count` items of one (split, kind, length) cell, from that cell's own RNG stream."""
-    keys, values = key_pool(set(stream)), value_pool(settings.value_range)
+    """`count` items of one (split, kind, length) cell, from that cell's own RNG stream
+    (`keys`: the key pool of `stream`, computed when not given)."""
+    keys, values = keys or key_pool(set(stream)), value_pool(settings.value_range)
     rng = rng_for(settings, split, kind, length)
     return [
         make_item(
@@ -60,15 +67,16 @@ def generate(settings: TaskParams, stream: list[str]) -> dict[str, list[Item]]:
         )
         for _ in range(settings.train_items)
     )
+    keys = key_pool(set(stream))
     splits: dict[str, list[Item]] = {"train": []}
     for (kind, length), count in sorted(drawn.items()):
-        splits["train"] += cell_items(settings, stream, "train", kind, length, count)
+        splits["train"] += cell_items(settings, stream, "train", kind, length, count, keys)
     for split, count in (("dev", settings.dev_items), ("test", settings.test_items)):
         splits[split] = [
             item
             for kind in settings.kinds
             for length in settings.lengths
-            for item in cell_items(settings, stream, split, kind, length, count)
+            for item in cell_items(settings, stream, split, kind, length, count, keys)
         ]
     return splits
 
