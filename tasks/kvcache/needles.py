@@ -1,16 +1,17 @@
 """RULER-style needle tasks built from the haystack stream, and their validation.
 
-A needle is `the magic number for <key> is <value> .` (RULER's "One of the special magic
-numbers for {key} is: {value}.", shortened); keys are pseudo-words that never occur in the
-haystack, values integers from `value_range`, each one token. Kinds (RULER's NIAH variants):
+A needle is `the magic pair <key> <value> .` (RULER's "One of the special magic numbers for
+{key} is: {value}.", shortened so that the value directly follows its key: retrieval is then
+one induction-head copy, the simplest form a small model can learn); keys are pseudo-words
+that never occur in the haystack, values integers from `value_range`, each one token. Kinds (RULER's NIAH variants):
 - single: one needle, asked;
 - multikey: `keys` needles with distinct keys, one asked (the others are distractors);
 - multivalue: `values` needles sharing one key, all values asked;
 - multiquery: `queries` needles with distinct keys, all asked at once.
 A context is a contiguous window of the haystack with the needles inserted at random depths
 (moved to the nearest sentence end within a few words), exactly `length` tokens in all. The
-question ends with the answer's prefix ("… the magic number for <key> is"), so greedy
-decoding continues with the value(s). Every item is scored by RULER's string_match_all: the
+question ends with the answer's prefix ("… ? the magic pair <key>"), so greedy decoding
+continues with the value(s). Every item is scored by RULER's string_match_all: the
 share of its gold values that appear in the generated text.
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NEEDLE = "the magic number for {key} is {value} ."
+NEEDLE = "the magic pair {key} {value} ."
 NEEDLE_TOKENS = len(NEEDLE.split())
 SNAP = 6  # words a needle may move to sit at a sentence end
 KEY_POOL = 256
@@ -50,10 +51,10 @@ def needle_words(key: str, value: str) -> list[str]:
 def question(kind: str, asked: list[str]) -> str:
     if kind in ("single", "multikey"):
         key = asked[0]
-        return f"what is the magic number for {key} ? the magic number for {key} is"
+        return f"what is the magic pair of {key} ? the magic pair {key}"
     keys = " and ".join(asked)
     every = "all " if kind == "multivalue" else ""
-    return f"what are {every}the magic numbers for {keys} ? the magic numbers for {keys} are"
+    return f"what are {every}the magic pairs of {keys} ? the magic pairs {keys}"
 
 
 def template_words() -> list[str]:
@@ -98,13 +99,13 @@ def plan(kind: str, rng: np.random.Generator, keys: list[str], settings) -> tupl
 
 
 def insertion_points(window: list[str], count: int, rng: np.random.Generator) -> list[int]:
-    """`count` distinct insertion indices into `window`, each snapped to a sentence end
-    ("." before it) when one is within SNAP words."""
+    """`count` distinct insertion indices into `window`, each snapped to a free sentence
+    end ("." before it) when one is within SNAP words."""
     points: set[int] = set()
     while len(points) < count:
         at = int(rng.integers(0, len(window) + 1))
         ends = [i for i in range(max(0, at - SNAP), min(len(window), at + SNAP) + 1)]
-        ends = [i for i in ends if i > 0 and window[i - 1] == "."]
+        ends = [i for i in ends if i > 0 and window[i - 1] == "." and i not in points]
         if ends:
             at = min(ends, key=lambda i: abs(i - at))
         points.add(at)
@@ -182,8 +183,8 @@ def problems(row: dict) -> list[str]:
         expected = [v for k, v in pairs if k in row["asked"]]
     if list(row["answers"]) != expected:
         found.append(f"answers {row['answers']} are not the asked needles' values {expected}")
-    if row["question"].split()[-1] not in ("is", "are"):
-        found.append("the question does not end with the answer's prefix")
+    if row["question"].split()[-1] not in row["asked"]:
+        found.append("the question does not end with the answer's prefix (a key)")
     return found
 
 

@@ -89,9 +89,9 @@ class TrainParams(StrictModel):
     experiment: str = "paperline-kvcache"
     registered_model: str = "paperline-kv-lm"
     seed: int = 0
-    steps: int = Field(default=500, ge=1)
+    steps: int = Field(default=400, ge=1)
     batch_size: int = Field(default=32, ge=1)
-    learning_rate: float = Field(default=3e-3, gt=0)
+    learning_rate: float = Field(default=1e-2, gt=0)
     warmup_steps: int = Field(default=30, ge=0)
     weight_decay: float = Field(default=0.01, ge=0)
     log_every: int = Field(default=50, ge=1)

@@ -1,5 +1,8 @@
-"""Ray Train worker loop of the needle LM: next-token loss on the answer tokens only.
+"""Ray Train worker loop of the needle LM: next-token loss on the question and answer.
 
+The question's tokens are predictable from the template and a copy of the key, the answer's
+a copy of the needle's value: both train the copying (induction) the task needs, and the
+logits are computed for those positions only (`logits_to_keep`), not over the haystack.
 Each step draws `batch_size / world` training sequences (context + question + answer) of
 one context length (sequences of a length differ only by their question's length; they
 are right-padded), from a generator seeded by (seed, rank, step), so a resumed run draws
@@ -16,16 +19,16 @@ IGNORE = -100  # labels the loss skips
 
 
 def padded_batch(
-    sequences: list[list[int]], answer_starts: list[int], pad_id: int
+    sequences: list[list[int]], loss_starts: list[int], pad_id: int
 ) -> tuple[Any, Any, Any]:
-    """input ids, attention mask and labels (the answer tokens only), right-padded."""
+    """input ids, attention mask and labels (the tokens from `loss_starts` on), right-padded."""
     import torch
 
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     labels = torch.full_like(ids, IGNORE)
-    for row, (sequence, start) in enumerate(zip(sequences, answer_starts, strict=True)):
+    for row, (sequence, start) in enumerate(zip(sequences, loss_starts, strict=True)):
         ids[row, : len(sequence)] = torch.tensor(sequence)
         mask[row, : len(sequence)] = 1
         labels[row, start : len(sequence)] = torch.tensor(sequence[start:])
@@ -48,7 +51,7 @@ def train_loop(config: dict[str, Any]) -> None:
     optimizer, scheduler, state = linear_warmup_training(model, config)
     metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
-    sequences, starts = config["sequences"], config["answer_starts"]
+    sequences, starts = config["sequences"], config["context_lengths"]
     buckets: dict[int, list[int]] = {}
     for index, length in enumerate(config["context_lengths"]):
         buckets.setdefault(length, []).append(index)
@@ -64,9 +67,16 @@ def train_loop(config: dict[str, Any]) -> None:
         ids, mask, labels = padded_batch(
             [sequences[i] for i in chosen], [starts[i] for i in chosen], config["pad_id"]
         )
-        loss = model(
-            input_ids=ids.to(device), attention_mask=mask.to(device), labels=labels.to(device)
-        ).loss
+        start = min(starts[i] for i in chosen)  # the context length of this bucket
+        kept = torch.arange(start - 1, ids.shape[1] - 1, device=device)
+        logits = model(
+            input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=kept
+        ).logits
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(),
+            labels[:, start:].reshape(-1).to(device),
+            ignore_index=IGNORE,
+        )
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

@@ -39,9 +39,9 @@ def test_every_kind_is_valid_and_its_answers_sit_at_the_needles(stream, kind):
         assert problems(row) == []
         context = item.context.split(" ")
         assert len(context) == 64
-        for value in item.answers:  # right after "… for <key> is"
+        for value in item.answers:  # right after "the magic pair <key>"
             at = context.index(value)
-            assert context[at - 2] in item.asked and context[at - 1] == "is"
+            assert context[at - 1] in item.asked and context[at - 2] == "pair"
     expected = {"single": 1, "multikey": 3, "multivalue": 2, "multiquery": 2}[kind]
     assert all(len(i.needle_keys) == expected for i in items)
     assert all(len(i.answers) == (1 if kind in ("single", "multikey") else 2) for i in items)
@@ -83,7 +83,7 @@ def test_word_level_vocabulary_gives_one_token_per_context_word(stream):
     for item in encode(tokenizer, items):
         assert len(item.context) == 64
         assert item.answer_tokens == 2
-        assert tokenizer.decode(item.question[-1:]) == "are"
+        assert tokenizer.decode(item.question[-1:]) == item.row["asked"][-1]
     with pytest.raises(UserError, match=r"exceed the model's 70 positions; choose a shorter"):
         check_positions(encode(tokenizer, items), 70)
     check_positions(encode(tokenizer, items), 200)
