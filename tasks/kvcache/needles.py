@@ -3,7 +3,8 @@
 A needle is `the magic pair <key> <value> .` (RULER's "One of the special magic numbers for
 {key} is: {value}.", shortened so that the value directly follows its key: retrieval is then
 one induction-head copy, the simplest form a small model can learn); keys are pseudo-words
-that never occur in the haystack, values integers from `value_range`, each one token. Kinds (RULER's NIAH variants):
+that never occur in the haystack, values integers from `value_range`, each one token.
+Kinds (RULER's NIAH variants):
 - single: one needle, asked;
 - multikey: `keys` needles with distinct keys, one asked (the others are distractors);
 - multivalue: `values` needles sharing one key, all values asked;
