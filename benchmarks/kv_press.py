@@ -6,7 +6,8 @@ Llama-style GQA decoder of `--hidden`/`--layers`, which is what the cost depends
 
 Same model, same process, same inputs: for each context length, the median wall time of a
 prefill with no press and with each press at ratio 0.5 (scoring + pruning every layer), then
-the median time per decoded token on the full and on the pruned cache, and the KV bytes
+the time per decoded token on the full and on the pruned cache (median with `--decode-tokens`
+tokens minus median with one, over the extra tokens), and the KV bytes
 after prefill at each ratio against the full cache.
 """
 
@@ -132,11 +133,11 @@ def measure(model, length: int, settings, args: argparse.Namespace) -> None:
     for ratio in (0.0, 0.25, 0.5, 0.75):
         press = make_press("manifoldkv", ratio, settings)
         kept = kv_bytes(prefill(press))
-        total = timed(
+        many = timed(
             lambda p=press: greedy_answer(model, context, question, steps, p), args.repeats
         )
-        alone = timed(lambda p=press: prefill(p), args.repeats)
-        per_token = max(0.0, total - alone) / (steps + 1)
+        one = timed(lambda p=press: greedy_answer(model, context, question, 1, p), args.repeats)
+        per_token = (many - one) / (steps - 1)  # same prefill and question in both
         print(f"| {ratio} | {kept:,} | {kept / full_bytes:.3f} | {per_token:.5f} |")
 
 
