@@ -116,6 +116,11 @@ def load_registered(uri: str, device: str = "cpu", dtype: str = "float32") -> tu
 
 
 def load_causal_lm(spec: str, device: str = "cpu", dtype: str = "float32") -> tuple[Any, Any]:
+    """A local folder or a registry URI → (causal LM, tokenizer), quietly (no progress
+    bars: an error after loading stays one line)."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
     if spec.startswith("models:/"):
         return load_registered(spec, device, dtype)
     return load_local(Path(spec), device, dtype)
