@@ -157,6 +157,10 @@ SMALL_PARAMS = {
             "sweep": {"learning_rate": [0.001, 0.003], "modality_dropout": [0.2], "steps": 6},
         },
     },
+    "kvcache": {
+        "tasks": {"train_items": 120, "lengths": [64, 96], "dev_items": 2, "test_items": 4},
+        "train": {"steps": 8, "log_every": 4, "batch_size": 8},
+    },
     "runtime": {"ray": {"num_cpus": 2}},
 }
 
@@ -320,6 +324,7 @@ deltastack_reproduced = area_fixture("deltastack")
 aoeb_reproduced = area_fixture("aoeb")
 cmipref_reproduced = area_fixture("cmipref")
 tabular_reproduced = area_fixture("tabular")
+kvcache_reproduced = area_fixture("kvcache")
 
 
 def run_cli(

@@ -31,11 +31,12 @@ app.add_typer(dvc_app, name="dvc")
 
 
 def add_area_commands() -> None:
-    """`paperline <area> …`: each area that has a `tasks/<area>/cli.py` with a typer `app`."""
+    """`paperline <area> …`: each area that has a `tasks/<area>/cli.py` with a typer `app`
+    (named by the module's `COMMAND` where it sets one, e.g. `kv` for kvcache)."""
     from tasks.core.areas import area_modules
 
     for area, module in area_modules("cli").items():
-        app.add_typer(module.app, name=area)
+        app.add_typer(module.app, name=getattr(module, "COMMAND", area))
 
 
 ServiceName = Annotated[

@@ -26,6 +26,7 @@ CLAIMS = {
     "deltastack.study": "models/deltastack/claims.json",
     "tabular.evaluate": "models/tabular/claims.json",
     "scam.audit": "data/processed/scam/claims.json",
+    "kvcache.study": "models/kvcache/claims.json",
 }
 # stage → a figure of its own that its area's section shows below the forest plot
 FIGURES = {"tabular.evaluate": "models/tabular/plots/uncertainty_plots.png"}

@@ -1,0 +1,227 @@
+"""kvcache.train: a small Llama-style GQA decoder that retrieves needles, registered as
+`paperline-kv-lm`.
+
+The vocabulary is built from the train split (tasks/kvcache/lm.py); the model is
+transformers' LlamaForCausalLM from a LlamaConfig (`num_kv_heads` < `num_heads`), trained
+from scratch with the shared harness (Ray Train, one MLflow run, checkpoints a killed run
+resumes from) on context + question + answer, the loss on the answer tokens only
+(tasks/kvcache/train_loop.py). Its full-cache accuracy on the dev split, per kind and
+length, is the first thing to read: compression results mean something only where it is
+high. Outputs: the model folder (weights, config, tokenizer, model card), metrics.json and
+the loss curve; the MLflow model (transformers flavour, text-generation) is registered
+with alias `candidate` once the outputs are committed.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tasks.core import tracking, training
+from tasks.core.io import Folder, read_json, read_parquet
+from tasks.core.progress import get_logger
+from tasks.core.stage import Stage, StageContext
+from tasks.core.train_loop import STATE_FILE
+from tasks.kvcache.lm import build_tokenizer, llama_config
+from tasks.kvcache.params import KvCacheParams
+from tasks.kvcache.scoring import FULL, encode, score_items
+from tasks.kvcache.train_loop import train_loop
+
+log = get_logger("paperline.kvcache.train")
+DATA = "data/processed/kvcache"
+MODEL_DIR = "models/kvcache"
+
+
+def fast_tokenizer(tokenizer: Any) -> Any:
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
+
+
+def training_sequences(tokenizer: Any, rows: list[dict]) -> dict[str, list]:
+    """Token ids of context + question + answer, where the answer starts, context length."""
+    sequences, starts, lengths = [], [], []
+    for item in encode(tokenizer, rows):
+        answer = tokenizer(" " + " ".join(item.row["answers"]), add_special_tokens=False)
+        prompt = item.context + item.question
+        sequences.append(prompt + answer["input_ids"])
+        starts.append(len(prompt))
+        lengths.append(len(item.context))
+    return {"sequences": sequences, "answer_starts": starts, "context_lengths": lengths}
+
+
+def dev_accuracy(model: Any, tokenizer: Any, rows: list[dict], batch_size: int) -> dict:
+    """Full-cache accuracy per kind and length (RULER string_match_all, mean over items)."""
+    results = score_items(model, tokenizer, encode(tokenizer, rows), FULL, 0.0, None, batch_size)
+    cells: dict[str, list[float]] = {}
+    for row in results:
+        cells.setdefault(f"{row['kind']}@{row['length']}", []).append(row["score"])
+    table = {cell: round(float(np.mean(scores)), 4) for cell, scores in sorted(cells.items())}
+    return {"cells": table, "overall": round(float(np.mean([r["score"] for r in results])), 4)}
+
+
+def curve_csv(curve: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(
+        buffer, fieldnames=["step", "loss"], extrasaction="ignore", lineterminator="\n"
+    )
+    writer.writeheader()
+    writer.writerows({"step": p["step"], "loss": round(p["loss"], 5)} for p in curve)
+    return buffer.getvalue()
+
+
+def model_card(params: KvCacheParams, metrics: dict) -> tracking.ModelCard:
+    shape = params.train.model
+    return tracking.ModelCard(
+        name=params.train.registered_model,
+        summary=(
+            f"A Llama-style decoder (transformers LlamaForCausalLM: {shape.num_layers} layers, "
+            f"hidden {shape.hidden_size}, {shape.num_heads} query heads sharing "
+            f"{shape.num_kv_heads} KV heads, RoPE, {metrics['parameters']:,} parameters) that "
+            "answers RULER-style needle questions; the model the KV-cache presses are compared on."
+        ),
+        training_data=(
+            f"kvcache.tasks' train split: {metrics['train_items']} needle items (single, "
+            "multi-key, multi-value, multi-query) on UDHR English and CPython docstrings, "
+            f"contexts of {params.tasks.train_lengths} word tokens; the loss is on the answer "
+            f"tokens only; {metrics['steps']} steps of batch {params.train.batch_size}."
+        ),
+        intended_use="Comparing KV-cache compression presses on needle retrieval (kvcache.study).",
+        limitations=(
+            "A word-level vocabulary of the haystack's frequent words (others are [UNK]); "
+            "trained only at short lengths, so accuracy falls beyond them; not a language model "
+            "for free text."
+        ),
+        metrics={"dev_full_cache_accuracy": metrics["dev"]["overall"]},
+    )
+
+
+def run(params: KvCacheParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
+    import torch
+    from transformers import LlamaForCausalLM
+
+    settings = params.train
+    pools = read_json(inputs["tasks_metrics"])
+    train_rows = read_parquet(inputs["train"]).to_pylist()
+    texts = [f"{r['context']} {r['question']}" for r in train_rows]
+    tokenizer = fast_tokenizer(
+        build_tokenizer(texts, pools["keys"], pools["values"], settings.model.haystack_words)
+    )
+    data = training_sequences(tokenizer, train_rows)
+    config = {
+        "model_config": llama_config(
+            settings.model, len(tokenizer), tokenizer.pad_token_id
+        ).to_dict(),
+        "pad_id": tokenizer.pad_token_id,
+        "checkpoint_every": max(1, settings.steps // 2),
+        **settings.model_dump(
+            include={
+                "seed",
+                "steps",
+                "batch_size",
+                "learning_rate",
+                "warmup_steps",
+                "weight_decay",
+                "log_every",
+            }
+        ),
+    }
+    log.info(
+        "kvcache.train: %d train sequences, vocabulary %d, %d steps",
+        len(data["sequences"]),
+        len(tokenizer),
+        settings.steps,
+    )
+    trained = training.train(
+        training.TrainingJob(
+            name="kvcache.train",
+            train_loop=train_loop,
+            config=config,
+            sources=[inputs["train"], inputs["tasks_metrics"]],
+            scaling=settings,
+            max_failures=settings.max_failures,
+            experiment=settings.experiment,
+            run_name="needle-lm",
+            lineage=[f"{DATA}/train.parquet"],
+            data=data,
+        ),
+        ctx,
+    )
+    torch.set_num_threads(settings.torch_threads)
+    model = LlamaForCausalLM.from_pretrained(trained.checkpoint).eval()
+    dev = dev_accuracy(
+        model, tokenizer, read_parquet(inputs["dev"]).to_pylist(), params.study.batch_size
+    )
+    state = trained.state
+    metrics = {
+        "steps": state["step"],
+        "resumed_from": state["resumed_from"],
+        "final_loss": round(state["curve"][-1]["loss"], 5),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "vocabulary": len(tokenizer),
+        "train_items": len(train_rows),
+        "dev": dev,
+    }
+    log.info("kvcache.train: dev full-cache accuracy %s", dev["cells"])
+    card = model_card(params, metrics)
+    curve = curve_csv(state["curve"])
+    training.publish(
+        trained,
+        ctx,
+        card=card,
+        log_model=lambda registry_card: (
+            tracking.log_transformers_model(
+                model, tokenizer, "model", registry_card, task="text-generation"
+            ).model_uri
+        ),
+        registered_model=settings.registered_model,
+        alias="candidate",
+        metrics=metrics,
+        files={"curves/loss.csv": curve},
+    )
+    folder = Folder(
+        {
+            p.name: p
+            for p in trained.checkpoint.iterdir()
+            if p.is_file() and p.suffix != ".pt" and p.name != STATE_FILE
+        }
+    )
+    with tempfile.TemporaryDirectory() as saved:
+        tokenizer.save_pretrained(saved)
+        for path in Path(saved).iterdir():
+            folder[path.name] = path.read_bytes()
+    folder["model_card.md"] = card.to_markdown()
+    return {"model": folder, "metrics": metrics, "curve": curve}
+
+
+STAGE = Stage(
+    name="kvcache.train",
+    run=run,
+    params_key="kvcache",
+    params=("kvcache.tasks.train_lengths", "kvcache.train", "kvcache.study.batch_size"),
+    inputs={
+        "train": f"{DATA}/train.parquet",
+        "dev": f"{DATA}/dev.parquet",
+        "tasks_metrics": f"{DATA}/tasks_metrics.json",
+    },
+    outputs={
+        "model": f"{MODEL_DIR}/lm",
+        "metrics": f"{MODEL_DIR}/train_metrics.json",
+        "curve": f"{MODEL_DIR}/loss.csv",
+    },
+    uses_ray=True,
+    headline=f"{MODEL_DIR}/train_metrics.json:dev.overall",
+)
