@@ -15,13 +15,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 def registered_names(root):
     params = load_params(root / "params.yaml")
+    tabular = params.tabular.registered_model  # the zoo's best, and each family's best
     return {
         params.mlm.registered_model,
         params.kg.detector.registered_model,
+        params.kg.answerer.registered_model,
         params.scam.guard.registered_model,
         params.scam.poison.registered_model,
         params.aoeb.finetune.registered_model,
         params.cmipref.train.registered_model,
+        params.kvcache.train.registered_model,
+        tabular,
+        *(f"{tabular}-{family}" for family in params.tabular.zoo.families),
     }
 
 
