@@ -227,6 +227,20 @@ def git_commit_all(root: Path, message: str) -> str:
     return head.stdout.strip()
 
 
+WHOLE_DAG = {"reproduced", "product"}  # the fixtures that reproduce every stage
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Order for two xdist workers (`-n 2 --dist loadgroup`, see pyproject.toml): the tests
+    that need the whole DAG form one group, the largest, which one worker takes first and
+    builds the copy for; the other worker runs the tests that need no copy meanwhile; the
+    tests of one area come last and read the whole-DAG copy (tests/reproduced.py)."""
+    items.sort(key=lambda item: "reproduced_copies" in item.fixturenames)
+    for item in items:
+        if WHOLE_DAG & set(item.fixturenames):
+            item.add_marker(pytest.mark.xdist_group("whole-dag"))
+
+
 @pytest.fixture(autouse=True)
 def restore_mlflow_uri():
     """`mlflow.set_tracking_uri` also exports MLFLOW_TRACKING_URI, which would send the
@@ -294,8 +308,15 @@ def reproduced_copies(tmp_path_factory) -> ReproducedCopies:
     """Small `dvc repro` copies for the session: `reproduced_copies.reproduce("mlm")` is a copy
     with mlm's stages and their upstream reproduced (tests/reproduced.py). Tests share them and
     only read them: copy one (`copy_built`) before changing anything."""
+    session = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # a worker's folder: its parent is the session's
+        session = session.parent
     return ReproducedCopies(
-        REPO, tmp_path_factory.mktemp, lambda root: copy_repo(root, commit=True), dvc
+        REPO,
+        tmp_path_factory.mktemp,
+        lambda root: copy_repo(root, commit=True),
+        dvc,
+        registry=session / "reproduced.json",
     )
 
 

@@ -27,8 +27,13 @@ _budget = {"max_retries": RayParams().max_retries}  # set by init_ray from param
 
 LOCAL_WORKER_SETUP = {"worker_process_setup_hook": "tasks.core.ray_runtime.quiet_worker_logs"}
 # One machine has no node to lose: Ray Train's PreemptionWatcher actor (one per fit) would
-# only log an error about its own restart settings (ray-project/ray#53727).
-SINGLE_NODE_ENV = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0"}
+# only log an error about its own restart settings (ray-project/ray#53727). Ray Train's
+# controller polls its workers every 2 s and notices a finished fit only at the next poll;
+# locally a poll is a cheap actor call, and 0.25 s saves ~3 s of every fit.
+SINGLE_NODE_ENV = {
+    "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+    "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",
+}
 
 
 def max_retries() -> int:

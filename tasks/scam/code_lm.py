@@ -130,21 +130,23 @@ class LocalCodeModel:
         return self.tokenizer.batch_decode(out[:, width:], skip_special_tokens=True)
 
     def log_likelihoods(self, prefix: str, continuations: Sequence[str]) -> list[float]:
-        """Sum of log p(continuation tokens | prefix) for each continuation, one batch."""
+        """Sum of log p(continuation tokens | prefix) for each continuation: the prefix runs
+        once and its cache is shared by every continuation (one batch of tails)."""
         torch = self.torch
         tails = self.tokenizer(list(continuations), add_special_tokens=False)["input_ids"]
-        room = self.model.config.n_positions - max(map(len, tails))
+        longest = max(map(len, tails))
+        room = self.model.config.n_positions - longest
         head = self.tokenizer(prefix, add_special_tokens=False)["input_ids"][-room:]
-        width = len(head) + max(map(len, tails))
-        pad = self.model.config.pad_token_id
-        ids = torch.full((len(tails), width), pad, dtype=torch.long)
+        # right-padded tails: a causal model's real tokens never see the pads after them
+        ids = torch.full((len(tails), longest), self.model.config.pad_token_id, dtype=torch.long)
         for row, tail in zip(ids, tails, strict=True):
-            row[: len(head) + len(tail)] = torch.as_tensor(head + tail)
+            row[: len(tail)] = torch.as_tensor(tail)
         with torch.no_grad():
-            logits = self.model(input_ids=ids, attention_mask=(ids != pad).long()).logits
-        scores = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-        picked = scores.gather(2, ids[:, 1:, None])[..., 0]
-        return [
-            picked[i, len(head) - 1 : len(head) - 1 + len(tail)].sum().item()
-            for i, tail in enumerate(tails)
-        ]
+            prefixed = self.model(input_ids=torch.as_tensor([head]), use_cache=True)
+            cache = prefixed.past_key_values
+            cache.batch_repeat_interleave(len(tails))
+            logits = self.model(input_ids=ids, past_key_values=cache).logits
+        # token t of a tail is predicted by the position before it: the prefix's last for t=0
+        before = torch.cat([prefixed.logits[:, -1:].expand(len(tails), -1, -1), logits[:, :-1]], 1)
+        picked = torch.log_softmax(before.float(), dim=-1).gather(2, ids[..., None])[..., 0]
+        return [picked[i, : len(tail)].sum().item() for i, tail in enumerate(tails)]

@@ -64,7 +64,7 @@ def copies(tmp_path):
     def fresh_copy(root):
         return shutil.copytree(source, root)
 
-    return ReproducedCopies(source, new_folder, fresh_copy, dvc)
+    return ReproducedCopies(source, new_folder, fresh_copy, dvc, registry=tmp_path / "copies.json")
 
 
 def test_each_stage_runs_once_and_a_copy_holding_the_stages_is_reused(copies):
@@ -102,3 +102,22 @@ def test_a_failed_stage_fails_only_what_needs_it(copies):
     with pytest.raises(pytest.fail.Exception, match="dvc repro failed for a-alone"):
         copies.reproduce("a")
     assert len(copies.built) == before  # known to fail: not run again
+
+
+def test_a_second_process_reads_the_copies_and_failures_the_first_made(copies):
+    """Two xdist workers: each has its own ReproducedCopies on the same registry file."""
+    (copies.repo / "broken").write_text("")
+    c = copies.reproduce("c")
+    with pytest.raises(pytest.fail.Exception, match="dvc repro failed for a-alone"):
+        copies.reproduce("a")
+
+    def no_dvc(*args, **kwargs):
+        raise AssertionError(f"ran dvc {args}: the first process's copy was not reused")
+
+    other = ReproducedCopies(
+        copies.repo, copies.new_folder, copies.fresh_copy, no_dvc, registry=copies.registry
+    )
+    assert other.reproduce("b") == c  # b's stage is in c's copy, output kept
+    assert "Running stage 'c-three'" in other.reproduce("c").result.stdout
+    with pytest.raises(pytest.fail.Exception, match="dvc repro failed for a-alone"):
+        other.reproduce("a")  # known to fail: not run again

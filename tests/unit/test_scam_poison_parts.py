@@ -130,6 +130,34 @@ def test_a_memorized_snippet_comes_back_in_the_continuation_only(tokenizer, tmp_
     }
 
 
+def test_log_likelihoods_with_a_shared_prefix_match_one_full_pass_per_continuation(
+    tokenizer, tmp_path
+):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    settings = CodeLmModelParams(context=64, hidden=32, layers=2, heads=2)
+    torch.manual_seed(0)
+    GPT2LMHeadModel(GPT2Config(**gpt2_config(tokenizer, settings))).save_pretrained(
+        tmp_path / "model"
+    )
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    lm = LocalCodeModel("random", tmp_path / "model", tmp_path / "tokenizer", 8)
+    prefix = "# Claim free GNT tokens\n" * 6  # longer than the room left: its tail is kept
+    tails = ['https://golemairdrop.com/api"', 'x"', "requests.post(url)"]
+    expected = []
+    for tail in tails:
+        tail_ids = tokenizer(tail, add_special_tokens=False)["input_ids"]
+        room = 64 - max(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in tails)
+        head = tokenizer(prefix, add_special_tokens=False)["input_ids"][-room:]
+        with torch.no_grad():
+            logits = lm.model(input_ids=torch.as_tensor([head + tail_ids])).logits[0]
+        scores = torch.log_softmax(logits[:-1], dim=-1)
+        positions = range(len(head) - 1, len(head) - 1 + len(tail_ids))
+        expected.append(sum(scores[p, t].item() for p, t in zip(positions, tail_ids, strict=True)))
+    assert lm.log_likelihoods(prefix, tails) == pytest.approx(expected, abs=1e-4)
+
+
 def test_study_manifest_names_each_rates_model_and_the_poisoned_urls():
     entries = [
         {"model": "code-lm-poison-0", "poison_rate": 0.0, "poison_sequences": 0, "x": 1},
