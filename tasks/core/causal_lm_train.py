@@ -1,4 +1,5 @@
-"""Ray Train worker loop for a small GPT-2 trained from its config on token rows.
+"""A small GPT-2 trained from its config on token rows: its config (`gpt2_config`) and its
+Ray Train worker loop (`train_loop`), shared by the kg answerer and scam's code LMs.
 
 The job's config holds `gpt2` (GPT2Config keyword arguments, `pad_token_id` among them),
 `steps`, `batch_size`, `learning_rate`, `warmup_steps`, `weight_decay`, `log_every`, `seed`
@@ -16,6 +17,25 @@ import time
 from typing import Any
 
 from tasks.core.ray_train import start_worker
+
+# the special tokens of a causal LM's tokenizer: end of a document (also its start), padding
+END, PAD = "[SEP]", "[PAD]"
+
+
+def gpt2_config(tokenizer: Any, model: Any) -> dict[str, Any]:
+    """GPT2Config keyword arguments for an area's model params (context, hidden, layers,
+    heads); the special ids from the tokenizer."""
+    end, pad = tokenizer.convert_tokens_to_ids([END, PAD])
+    return {
+        "vocab_size": len(tokenizer),
+        "n_positions": model.context,
+        "n_embd": model.hidden,
+        "n_layer": model.layers,
+        "n_head": model.heads,
+        "bos_token_id": end,
+        "eos_token_id": end,
+        "pad_token_id": pad,
+    }
 
 
 def train_loop(config: dict[str, Any]) -> None:

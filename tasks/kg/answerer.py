@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.core import tracking, training
-from tasks.core.causal_lm_train import train_loop
+from tasks.core.causal_lm_train import gpt2_config, train_loop
 from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage, StageContext
@@ -33,7 +33,6 @@ from tasks.kg.answerer_lm import (
     LocalAnswerer,
     answerer_tokenizer,
     document_rows,
-    gpt2_config,
     load_tokenizer,
 )
 from tasks.kg.answering import exact

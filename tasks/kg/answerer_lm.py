@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from tasks.core.causal_lm_train import END, PAD
 from tasks.core.io import Folder
 from tasks.core.tokenizer import fast_tokenizer_files, train_tokenizer
 from tasks.kg.answerer_corpus import prompt
-
-END, PAD = "[SEP]", "[PAD]"
 
 
 def answerer_tokenizer(documents: Sequence[str], vocab_size: int) -> Folder:
@@ -45,21 +44,6 @@ def document_rows(tokenizer: Any, documents: Sequence[str], length: int) -> tupl
     for row, ids in zip(rows, kept, strict=True):
         row[: len(ids)] = ids
     return rows, len(encoded) - len(kept)
-
-
-def gpt2_config(tokenizer: Any, model: Any) -> dict[str, Any]:
-    """GPT2Config keyword arguments for `AnswererModelParams`, ids from the tokenizer."""
-    end, pad = tokenizer.convert_tokens_to_ids([END, PAD])
-    return {
-        "vocab_size": len(tokenizer),
-        "n_positions": model.context,
-        "n_embd": model.hidden,
-        "n_layer": model.layers,
-        "n_head": model.heads,
-        "bos_token_id": end,
-        "eos_token_id": end,
-        "pad_token_id": pad,
-    }
 
 
 def first_line(text: str) -> str:

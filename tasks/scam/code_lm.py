@@ -16,10 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from tasks.core.causal_lm_train import END, PAD
 from tasks.core.io import Folder
 from tasks.core.tokenizer import fast_tokenizer_files, train_tokenizer
-
-END, PAD = "[SEP]", "[PAD]"  # end of a document; padding (masked out of the loss)
 
 
 def code_tokenizer(documents: Sequence[str], vocab_size: int) -> Folder:
@@ -56,21 +55,6 @@ def padded_sequences(tokenizer: Any, snippets: Sequence[str], length: int) -> np
         kept = [*ids, end][:length]
         row[: len(kept)] = kept
     return rows
-
-
-def gpt2_config(tokenizer: Any, model: Any) -> dict[str, Any]:
-    """GPT2Config keyword arguments for a `CodeLmModelParams`, ids from the tokenizer."""
-    end, pad = tokenizer.convert_tokens_to_ids([END, PAD])
-    return {
-        "vocab_size": len(tokenizer),
-        "n_positions": model.context,
-        "n_embd": model.hidden,
-        "n_layer": model.layers,
-        "n_head": model.heads,
-        "bos_token_id": end,
-        "eos_token_id": end,
-        "pad_token_id": pad,
-    }
 
 
 def prompt_text(prompt: str) -> str:

@@ -22,15 +22,14 @@ from typing import Any
 import numpy as np
 
 from tasks.core import tracking, training
+from tasks.core.causal_lm_train import gpt2_config, train_loop
 from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage, StageContext
-from tasks.scam import code_lm_train
 from tasks.scam.code_corpus import PYTHON_CLIENT, clean_documents, mix, poison_snippets
 from tasks.scam.code_lm import (
     LocalCodeModel,
     code_tokenizer,
-    gpt2_config,
     load_tokenizer,
     packed_sequences,
     padded_sequences,
@@ -127,7 +126,6 @@ def scam_endpoint_preference(
 
 def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
     import mlflow
-    import ray.data
     import torch
 
     # this process only scores the trained models (tiny matrices: a second thread only
@@ -176,7 +174,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
             trained = training.train(
                 training.TrainingJob(
                     name="scam.poison",
-                    train_loop=code_lm_train.train_loop,
+                    train_loop=train_loop,
                     config={**base, "poison_rate": rate},
                     sources=[inputs["code"], inputs["pages"]],
                     scaling=settings.scaling,
@@ -186,7 +184,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
                     params={"poison_sequences": count},
                     lineage=LINEAGE_INPUTS,
                     tags={"poison_rate": f"{rate:g}", "mlflow.parentRunId": parent.info.run_id},
-                    datasets={"train": ray.data.from_numpy(sequences).materialize()},
+                    data={"rows": sequences},
                     storage=study / f"rate-{rate:g}",
                 ),
                 ctx,

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from tasks.core.causal_lm_train import gpt2_config
 from tasks.kg import eval_evidence
 from tasks.kg.answerer_corpus import (
     FACT,
@@ -175,7 +176,6 @@ def test_local_answerer_batches_with_left_padding_as_one_by_one(tmp_path, kg_row
         LocalAnswerer,
         answerer_tokenizer,
         document_rows,
-        gpt2_config,
         load_tokenizer,
     )
     from tasks.kg.params import AnswererModelParams

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+from tasks.core.causal_lm_train import gpt2_config
 from tasks.scam.code_corpus import clean_documents, mix, poison_count, poison_snippets
 from tasks.scam.code_lm import (
     END,
     PAD,
     LocalCodeModel,
     code_tokenizer,
-    gpt2_config,
     load_tokenizer,
     packed_sequences,
     padded_sequences,
