@@ -13,8 +13,6 @@ is read here. The result is a transformers folder (model, tokenizer, card) that
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import shutil
 from collections import Counter
@@ -35,16 +33,6 @@ from tasks.core.stage import Stage, StageContext
 
 log = get_logger("paperline.aoeb.finetune")
 TASKS, BASE, TOKENIZER = "data/processed/aoeb/tasks", "models/mmbert/decay", "models/tokenizer"
-
-
-def curve_csv(curve: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(
-        buffer, fieldnames=["step", "loss"], extrasaction="ignore", lineterminator="\n"
-    )
-    writer.writeheader()
-    writer.writerows({**point, "loss": round(point["loss"], 5)} for point in curve)
-    return buffer.getvalue()
 
 
 def embedder_card(params: AoebParams, metrics: dict[str, Any]) -> tracking.ModelCard:
@@ -296,7 +284,7 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         ),
         registered_model=settings.registered_model,
         metrics=metrics,
-        files={"curves/loss.csv": curve_csv(state["curve"])},
+        files={"curves/loss.csv": training.curve_csv(state["curve"])},
         artifacts={"image_tower": tower} if tower else None,
     )
     log.info(
@@ -316,7 +304,7 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         "model": folder,
         "image_tower": tower_files,
         "metrics": metrics,
-        "curve": curve_csv(state["curve"]),
+        "curve": training.curve_csv(state["curve"]),
     }
 
 

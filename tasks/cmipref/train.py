@@ -9,8 +9,6 @@ dev set that every report scores. Text vectors come from the frozen `text_encode
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -128,21 +126,13 @@ def loop_config(settings: TrainParams, data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def curve_csv(curve: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    fields = [
-        "step",
-        "loss",
-        "dev_accuracy_overall",
-        "dev_accuracy_musicality",
-        "dev_accuracy_alignment",
-    ]
-    writer = csv.DictWriter(buffer, fieldnames=fields, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(
-        {k: round(v, 5) if isinstance(v, float) else v for k, v in p.items()} for p in curve
-    )
-    return buffer.getvalue()
+CURVE_FIELDS = (
+    "step",
+    "loss",
+    "dev_accuracy_overall",
+    "dev_accuracy_musicality",
+    "dev_accuracy_alignment",
+)
 
 
 def reward_model_card(settings: TrainParams, metrics: dict[str, Any]) -> tracking.ModelCard:
@@ -246,7 +236,7 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         ),
         registered_model=settings.registered_model,
         metrics=metrics,
-        files={"curves/loss.csv": curve_csv(state["curve"])},
+        files={"curves/loss.csv": training.curve_csv(state["curve"], CURVE_FIELDS)},
     )
     log.info(
         "cmipref.train: dev accuracy %s (pretrain only %s)",
@@ -255,7 +245,11 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
     )
     weights = Folder({name: checkpoint / name for name in ("config.json", "model.safetensors")})
     weights["README.md"] = card.to_markdown()
-    return {"model": weights, "metrics": metrics, "curve": curve_csv(state["curve"])}
+    return {
+        "model": weights,
+        "metrics": metrics,
+        "curve": training.curve_csv(state["curve"], CURVE_FIELDS),
+    }
 
 
 STAGE = Stage(

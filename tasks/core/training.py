@@ -12,6 +12,8 @@ model registered with its card and alias once the stage's outputs are committed.
 
 from __future__ import annotations
 
+import csv
+import io
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -63,6 +65,20 @@ class TrainedModel:
     @property
     def finished_marker(self) -> Path:
         return self.storage / FINISHED_FILE
+
+
+def curve_csv(curve: Sequence[Mapping[str, Any]], fields: Sequence[str] = ("step", "loss")) -> str:
+    """A training state's curve as CSV (the `dvc plots` file a stage writes): `fields` as
+    columns, floats to 5 decimals, other keys left out."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(
+        buffer, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n"
+    )
+    writer.writeheader()
+    writer.writerows(
+        {k: round(v, 5) if isinstance(v, float) else v for k, v in point.items()} for point in curve
+    )
+    return buffer.getvalue()
 
 
 def torch_threads(scaling: Any) -> int:

@@ -13,8 +13,6 @@ loss curve.
 
 from __future__ import annotations
 
-import csv
-import io
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -85,16 +83,6 @@ def training_recall(answerer: LocalAnswerer, documents: list[dict]) -> dict[str,
         hits = sum(exact(a, [g]) for a, g in zip(answers, golds, strict=True))
         result[f"train_exact_{kind}"] = round(hits / len(chosen), 4)
     return result
-
-
-def curve_csv(curve: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(
-        buffer, fieldnames=["step", "loss"], extrasaction="ignore", lineterminator="\n"
-    )
-    writer.writeheader()
-    writer.writerows({"step": p["step"], "loss": round(p["loss"], 5)} for p in curve)
-    return buffer.getvalue()
 
 
 def answerer_card(settings: AnswererParams, metrics: dict[str, Any]) -> tracking.ModelCard:
@@ -202,7 +190,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         ),
         registered_model=settings.registered_model,
         metrics=metrics,
-        files={"curves/loss.csv": curve_csv(state["curve"])},
+        files={"curves/loss.csv": training.curve_csv(state["curve"])},
     )
     log.info("kg.answerer: %s", {k: v for k, v in metrics.items() if k != "counts"})
     strata_rows = [{"question": k, "stratum": v} for k, v in sorted(strata.items())]
@@ -215,7 +203,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
             }
         ),
         "metrics": metrics,
-        "curve": curve_csv(state["curve"]),
+        "curve": training.curve_csv(state["curve"]),
         "corpus": pa.Table.from_pylist(documents, schema=CORPUS_SCHEMA),
         "strata": pa.Table.from_pylist(
             strata_rows, schema=pa.schema([("question", pa.string()), ("stratum", pa.string())])

@@ -13,8 +13,6 @@ cosine of answer and path), with intervals over questions in claims.json. Logged
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -99,16 +97,6 @@ def chosen_checkpoint(trained: training.TrainedModel, evaluation: dict[str, Any]
     if not (folder / STATE_FILE).exists():
         raise RuntimeError(f"kg.detector: the dev-chosen checkpoint {folder} is missing")
     return folder
-
-
-def curve_csv(curve: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(
-        buffer, fieldnames=["step", "loss"], extrasaction="ignore", lineterminator="\n"
-    )
-    writer.writeheader()
-    writer.writerows({"step": p["step"], "loss": round(p["loss"], 5)} for p in curve)
-    return buffer.getvalue()
 
 
 def dev_curve_csv(evaluations: list[dict[str, Any]]) -> str:
@@ -305,7 +293,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         alias=["candidate", f"backbone-{settings.backbone}"],
         metrics=metrics,
         files={
-            "curves/loss.csv": curve_csv(state["curve"]),
+            "curves/loss.csv": training.curve_csv(state["curve"]),
             "curves/dev_auroc.csv": dev_curve_csv(evaluations),
             "claims.json": json.dumps(claims_json, indent=2),
         },
@@ -332,7 +320,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
     return {
         "model": folder,
         "metrics": metrics,
-        "curve": curve_csv(state["curve"]),
+        "curve": training.curve_csv(state["curve"]),
         "claims": claims_json,
     }
 

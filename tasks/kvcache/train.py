@@ -14,8 +14,6 @@ with alias `candidate` once the outputs are committed.
 
 from __future__ import annotations
 
-import csv
-import io
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -71,16 +69,6 @@ def dev_accuracy(model: Any, tokenizer: Any, rows: list[dict], batch_size: int) 
         cells.setdefault(f"{row['kind']}@{row['length']}", []).append(row["score"])
     table = {cell: round(float(np.mean(scores)), 4) for cell, scores in sorted(cells.items())}
     return {"cells": table, "overall": round(float(np.mean([r["score"] for r in results])), 4)}
-
-
-def curve_csv(curve: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(
-        buffer, fieldnames=["step", "loss"], extrasaction="ignore", lineterminator="\n"
-    )
-    writer.writeheader()
-    writer.writerows({"step": p["step"], "loss": round(p["loss"], 5)} for p in curve)
-    return buffer.getvalue()
 
 
 def model_card(params: KvCacheParams, metrics: dict) -> tracking.ModelCard:
@@ -177,7 +165,7 @@ def run(params: KvCacheParams, inputs: Mapping[str, Path], ctx: StageContext) ->
     }
     log.info("kvcache.train: dev full-cache accuracy %s", dev["cells"])
     card = model_card(params, metrics)
-    curve = curve_csv(state["curve"])
+    curve = training.curve_csv(state["curve"])
     training.publish(
         trained,
         ctx,

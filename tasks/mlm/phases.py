@@ -14,9 +14,7 @@ the next phase finds its parent run, and mlm.evaluate each phase's run, by that 
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -86,15 +84,6 @@ def parent_run(params: MlmParams, ctx: StageContext, previous_dir: Path | None, 
         )
         .info.run_id
     )
-
-
-def curve_csv(rows: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CURVE_FIELDS, lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({key: row[key] for key in CURVE_FIELDS})
-    return buffer.getvalue()
 
 
 def phase_card(phase: str, params: MlmParams, manifest: Mapping[str, Any], state: Mapping) -> Any:
@@ -188,7 +177,7 @@ def train_phase(
         tags={DIGEST_TAG: weights_digest(checkpoint)},
         files={
             "data/manifest.json": json.dumps(manifest, indent=2),
-            "curves/loss.csv": curve_csv(state["curve"]),
+            "curves/loss.csv": training.curve_csv(state["curve"], CURVE_FIELDS),
         },
         artifacts={"tokenizer": inputs["tokenizer"]},
     )
@@ -219,7 +208,11 @@ def train_phase(
         "workers": plan.world_size,
         "resumed_from": state["resumed_from"],
     }
-    return {"model": folder, "curve": curve_csv(state["curve"]), "metrics": metrics}
+    return {
+        "model": folder,
+        "curve": training.curve_csv(state["curve"], CURVE_FIELDS),
+        "metrics": metrics,
+    }
 
 
 def phase_stage(phase: str) -> Stage:

@@ -9,8 +9,6 @@ loss per epoch, metrics, model card) and registered as `paperline-url-guard@cand
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Mapping
 from dataclasses import asdict
 from importlib import metadata
@@ -44,6 +42,9 @@ BLOCKLIST = "data/processed/scam/blocklist.parquet"
 BENIGN = "data/seed/scam/benign_hosts.txt"
 
 
+CURVE_FIELDS = ("epoch", "step", "loss")
+
+
 def split_scores(model: CharCNN, examples: list[Example], threshold: float) -> dict[str, Any]:
     """Precision, recall and F1 at `threshold`, and AUROC (None when one class is absent)."""
     from sklearn.metrics import f1_score, precision_score, recall_score, roc_auc_score
@@ -61,16 +62,6 @@ def split_scores(model: CharCNN, examples: list[Example], threshold: float) -> d
         "f1": round(float(f1_score(labels, predicted, zero_division=0)), 4),
         "auroc": round(float(roc_auc_score(labels, probabilities)), 4) if both else None,
     }
-
-
-def curve_csv(curve: list[dict[str, Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(
-        buffer, fieldnames=["epoch", "step", "loss"], extrasaction="ignore", lineterminator="\n"
-    )
-    writer.writeheader()
-    writer.writerows({**p, "loss": round(p["loss"], 5)} for p in curve)
-    return buffer.getvalue()
 
 
 def guard_card(params: ScamParams, metrics: dict[str, Any]) -> tracking.ModelCard:
@@ -196,7 +187,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         log_model=lambda registry_card: log_model(model, registry_card),
         registered_model=settings.registered_model,
         metrics=metrics,
-        files={"curves/loss.csv": curve_csv(state["curve"])},
+        files={"curves/loss.csv": training.curve_csv(state["curve"], CURVE_FIELDS)},
     )
     test = metrics["test"]
     log.info(
@@ -211,7 +202,11 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
     folder = Folder(
         {**model_files(model), "model_card.md": card.to_markdown(), TRAIN_DOMAINS: seen}
     )
-    return {"model": folder, "metrics": metrics, "curve": curve_csv(state["curve"])}
+    return {
+        "model": folder,
+        "metrics": metrics,
+        "curve": training.curve_csv(state["curve"], CURVE_FIELDS),
+    }
 
 
 STAGE = Stage(
