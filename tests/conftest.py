@@ -25,6 +25,16 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 os.environ.pop("RAY_ADDRESS", None)
+# numba's compiled-function cache (librosa's): one folder per test process, so two xdist
+# workers never compile into the same files (tasks/core/jit_cache.py: that can segfault);
+# stages under test inherit it, unless a test unsets it (`run_cli(env={ENV: None})`)
+NUMBA_CACHE = os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="pl-tests-numba-")
+
+
+def pytest_unconfigure() -> None:
+    shutil.rmtree(NUMBA_CACHE, ignore_errors=True)
+
+
 os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
@@ -349,14 +359,15 @@ kvcache_reproduced = area_fixture("kvcache")
 
 
 def run_cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
+    *args: str, cwd: Path, env: dict[str, str | None] | None = None
 ) -> subprocess.CompletedProcess:
+    """`paperline *args` in `cwd`; `env` adds variables to this process's (None: unset)."""
     return subprocess.run(
         [str(BIN / "paperline"), *args],
         cwd=cwd,
         capture_output=True,
         text=True,
-        env={**os.environ, **(env or {})},
+        env={k: v for k, v in {**os.environ, **(env or {})}.items() if v is not None},
         timeout=900,
     )
 

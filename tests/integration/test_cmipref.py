@@ -242,7 +242,8 @@ def test_a_corrupt_jit_cache_fails_the_label_stage_fast_and_doctor_recovers(
     repo_copy = copy_built(cmipref_reproduced.root, tmp_path / "repo")  # clips generated
     cache = repo_copy / ".paperline" / "numba-cache"
     labels = repo_copy / "data/processed/cmipref/pseudo_labels.parquet"
-    done = run_cli("stage", "cmipref.label", cwd=repo_copy)  # fills the copy's empty cache
+    project_cache = {"NUMBA_CACHE_DIR": None}  # not the test process's own cache folder
+    done = run_cli("stage", "cmipref.label", cwd=repo_copy, env=project_cache)  # fills it
     assert done.returncode == 0, done.stderr[-3000:]
     clean = labels.read_bytes()
     compiled = list(cache.rglob("*.nbc"))
@@ -250,15 +251,15 @@ def test_a_corrupt_jit_cache_fails_the_label_stage_fast_and_doctor_recovers(
     for path in compiled:
         path.write_bytes(b"\x80\x05garbage, not a pickle")
     started = time.monotonic()
-    done = run_cli("stage", "cmipref.label", cwd=repo_copy)
+    done = run_cli("stage", "cmipref.label", cwd=repo_copy, env=project_cache)
     elapsed = time.monotonic() - started
     if done.returncode != 0:
         assert elapsed < 60, elapsed
         line = done.stderr.splitlines()[0]
         assert line.startswith("cmipref.label: judge_batch "), line
         assert "paperline doctor --clear-jit-cache" in line and str(cache) in line, line
-    cleared = run_cli("doctor", "--clear-jit-cache", cwd=repo_copy)
+    cleared = run_cli("doctor", "--clear-jit-cache", cwd=repo_copy, env=project_cache)
     assert cleared.returncode == 0 and not cache.exists(), cleared.stderr
-    done = run_cli("stage", "cmipref.label", cwd=repo_copy)
+    done = run_cli("stage", "cmipref.label", cwd=repo_copy, env=project_cache)
     assert done.returncode == 0, done.stderr[-3000:]
     assert labels.read_bytes() == clean
