@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,12 +157,18 @@ def map_table(
         return [ref]
     if jit_warmup:
         gather([task.remote(table.slice(0, 1), **shared)], what, since=started, jit=True)
+    starts = deque(range(0, table.num_rows, batch_size))
+    # blocks go into the object store ahead of their tasks, while the workers are busy, so a
+    # worker that frees up gets its next block at once rather than after the driver copies it
+    staged: deque[Any] = deque()
     refs: list[Any] = []
     in_flight: list[Any] = []
-    for start in range(0, table.num_rows, batch_size):
+    while starts or staged:
+        while starts and len(staged) < 2 * (num_workers or len(starts)):
+            staged.append(ray.put(table.slice(starts.popleft(), batch_size)))
         if num_workers and len(in_flight) >= num_workers:
             _, in_flight = ray.wait(in_flight, num_returns=1)
-        refs.append(task.remote(table.slice(start, batch_size), **shared))
+        refs.append(task.remote(staged.popleft(), **shared))
         in_flight.append(refs[-1])
     gather(refs, what, since=started, jit=jit_warmup)
     return refs

@@ -25,6 +25,7 @@ from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, gather, map_table, remote
 from tasks.core.stage import Stage, StageContext
 from tasks.corpus import minhash
+from tasks.corpus.documents import is_sorted
 from tasks.corpus.params import DedupParams
 
 log = get_logger("paperline.corpus.dedup")
@@ -159,14 +160,9 @@ def first_of_each_text(text_hash: pa.ChunkedArray) -> np.ndarray:
     return first[codes]
 
 
-def _sorted(ids: pa.ChunkedArray) -> bool:
-    ids = ids.combine_chunks()
-    return len(ids) < 2 or pc.all(pc.less_equal(ids[:-1], ids[1:])).as_py() is True
-
-
 def deduplicate(docs: pa.Table, params: DedupParams) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
     """(kept documents, duplicates with the id each one duplicates, metrics)."""
-    docs = docs if _sorted(docs.column("id")) else docs.sort_by("id")  # filter's are sorted
+    docs = docs if is_sorted(docs.column("id")) else docs.sort_by("id")  # filter's are sorted
     n = docs.num_rows
     bands, rows = params.banding()
     signatures, table = compute_signatures(docs, params)

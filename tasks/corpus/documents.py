@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 DOC_SCHEMA = pa.schema(
     [
@@ -55,3 +56,9 @@ def corpus_summary(table: pa.Table) -> dict[str, Any]:
         "characters": sum(chars),
         "characters_per_script": dict(sorted(per_script.items())),
     }
+
+
+def is_sorted(ids: pa.ChunkedArray) -> bool:
+    """Whether a column is in ascending order (then sorting by it would copy for nothing)."""
+    ids = ids.combine_chunks()
+    return len(ids) < 2 or pc.all(pc.less_equal(ids[:-1], ids[1:])).as_py() is True

@@ -21,7 +21,7 @@ from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
 from tasks.core.stage import Stage, StageContext
 from tasks.corpus import text_stats
-from tasks.corpus.documents import DOC_SCHEMA
+from tasks.corpus.documents import DOC_SCHEMA, is_sorted
 from tasks.corpus.language_id import UNDETERMINED, identify
 from tasks.corpus.params import FilterParams
 from tasks.corpus.quality import Batch, build_filters, first_rejections
@@ -151,7 +151,9 @@ def _split(verdicts: pa.Table) -> tuple[pa.Table, pa.Table]:
     dropped = verdicts.filter(is_dropped)
     head = pc.utf8_slice_codeunits(dropped.column("text"), 0, _HEAD)
     dropped = dropped.append_column("text_head", head).select(DROPPED_SCHEMA.names)
-    return kept.sort_by("id"), dropped.cast(DROPPED_SCHEMA).sort_by("id")
+    dropped = dropped.cast(DROPPED_SCHEMA)
+    # blocks come back in input order: sorted input needs no sort (a take of every text)
+    return tuple(t if is_sorted(t.column("id")) else t.sort_by("id") for t in (kept, dropped))
 
 
 def filter_documents(docs: pa.Table, params: FilterParams) -> tuple[pa.Table, pa.Table]:
