@@ -237,18 +237,24 @@ def git_commit_all(root: Path, message: str) -> str:
     return head.stdout.strip()
 
 
-WHOLE_DAG = {"reproduced", "product"}  # the fixtures that reproduce every stage
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Order for two xdist workers (`-n 2 --dist loadgroup`, see pyproject.toml): the tests
-    that need the whole DAG form one group, the largest, which one worker takes first and
-    builds the copy for; the other worker runs the tests that need no copy meanwhile; the
-    tests of one area come last and read the whole-DAG copy (tests/reproduced.py)."""
-    items.sort(key=lambda item: "reproduced_copies" in item.fixturenames)
-    for item in items:
-        if WHOLE_DAG & set(item.fixturenames):
-            item.add_marker(pytest.mark.xdist_group("whole-dag"))
+    """The tests that need no `dvc repro` copy first: under xdist (`make test`: -n 2, see
+    pytest_xdist_make_scheduler) one worker runs them while the other builds the copies."""
+    items.sort(key=lambda item: "reproduced_copies" in getattr(item, "fixturenames", ()))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """xdist's scope scheduling with the e2e tests as one unit, the largest, so one worker
+    takes them first and builds the whole-DAG copy they share; every other test is its own
+    unit, handed out in collection order to whichever worker is free. (xdist's own
+    `xdist_group` marker names groups through a node attribute pytest 9 no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EndToEndTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "e2e" if nodeid.startswith("tests/e2e/") else nodeid
+
+    return EndToEndTogether(config, log)
 
 
 @pytest.fixture(autouse=True)
