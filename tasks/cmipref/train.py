@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,12 @@ import pyarrow.compute as pc
 
 from tasks.cmipref import rm_train
 from tasks.cmipref.features import FeatureBank, build_bank, clips_of
+from tasks.cmipref.generate import audio_file
 from tasks.cmipref.params import CmiprefParams, TrainParams
-from tasks.cmipref.reward_model import RewardModelConfig, load
+from tasks.cmipref.reward_model import RewardModelConfig
+from tasks.cmipref.serving import RewardModel
 from tasks.cmipref.truth import pair_truth
-from tasks.core import tracking, training
+from tasks.core import consumer, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_parquet
 from tasks.core.progress import get_logger
@@ -91,7 +92,31 @@ def training_data(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str
         "pretrain": split_arrays(bank, labels, soft),
         "finetune": split_arrays(bank, finetune, hard(finetune)),
         "dev": split_arrays(bank, dev, hard(dev)),
+        "example_row": truth_rows[0],
     }
+
+
+def consumer_example(row: dict[str, Any], params: CmiprefParams, audio_root: Path) -> Any:
+    """One prompt's clip as a consumer sends it: by path (this machine's), then as samples
+    (its first half second), with the prompt's lyrics and reference when it has them."""
+    import pandas as pd
+
+    from tasks.cmipref.audio import read_clip
+
+    path = audio_file(audio_root, row["audio_a"])
+    head = read_clip(path, params.generate.sample_rate)[: params.generate.sample_rate // 2]
+    reference = row["reference_audio"]
+    shared = {
+        "prompt": row["prompt"],
+        "lyrics": row["lyrics"] or None,
+        "reference_audio": str(audio_file(audio_root, reference)) if reference else None,
+    }
+    return pd.DataFrame(
+        [
+            {**shared, "audio": str(path), "audio_array": None},
+            {**shared, "audio": None, "audio_array": [float(x) for x in head]},
+        ]
+    )
 
 
 def loop_config(settings: TrainParams, data: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +234,6 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         ctx,
     )
     checkpoint, state = trained.checkpoint, trained.state
-    model = load(checkpoint)
     last = state["curve"][-1]
     at_pretrain_end = next(p for p in state["curve"] if p["step"] == settings.pretrain_steps)
     metrics = {
@@ -229,19 +253,23 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         "resumed_from": state["resumed_from"],
     }
     card = reward_model_card(settings, metrics)
-    requirement = f"torch=={metadata.version('torch').split('+')[0]}"
+    encoder = make_encoder(settings.text_encoder)  # its folder ships with the model
     training.publish(
         trained,
         ctx,
         card=card,
         log_model=lambda registry_card: (
-            tracking.log_torch_model(
-                model,
+            consumer.log_pyfunc_model(
+                RewardModel(
+                    settings.text_encoder.model_dump(),
+                    params.generate.sample_rate,
+                    params.generate.seconds,
+                ),
                 "model",
                 registry_card,
-                None,
-                serialization_format="pickle",
-                pip_requirements=[requirement],
+                consumer_example(data["example_row"], params, inputs["audio"]),
+                artifacts={"model": checkpoint, "text_encoder": encoder.folder},
+                packages=("torch", "transformers", "sentence-transformers", "librosa", "pandas"),
             ).model_uri
         ),
         registered_model=settings.registered_model,
