@@ -28,7 +28,7 @@ class EmbedderModel(mlflow.pyfunc.PythonModel):
         options = EncoderOptions(**{**self.options, "model": str(folder)})
         self.encoder = TransformersEncoder("paperline-embedder", folder, options)
 
-    def predict(self, context: Any, model_input: Any, params: Any = None) -> np.ndarray:
+    def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> np.ndarray:
         if isinstance(model_input, pd.DataFrame):
             column = model_input["text"] if "text" in model_input else model_input.iloc[:, 0]
             texts = [str(v) for v in column]

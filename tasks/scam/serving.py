@@ -36,7 +36,7 @@ class UrlGuardModel(mlflow.pyfunc.PythonModel):
 
         self.model = load_model(Path(context.artifacts["model"]))
 
-    def predict(self, context: Any, model_input: Any, params: Any = None) -> pd.DataFrame:
+    def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> pd.DataFrame:
         from tasks.scam.domains import BadHost, host_of
         from tasks.scam.guard_model import score_hosts
 
@@ -68,7 +68,7 @@ class CodeLmModel(mlflow.pyfunc.PythonModel):
             DEFAULT_NEW_TOKENS,
         )
 
-    def predict(self, context: Any, model_input: Any, params: Any = None) -> pd.DataFrame:
+    def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> pd.DataFrame:
         positions = self.lm.model.config.n_positions
         wanted = int((params or {}).get("max_new_tokens", DEFAULT_NEW_TOKENS))
         self.lm.max_new_tokens = max(1, min(wanted, positions - 1))
