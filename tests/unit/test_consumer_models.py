@@ -351,7 +351,7 @@ def test_reward_model_scores_a_clip_by_path_or_samples(store, tokenizer_folder, 
 def test_transformers_models_log_their_signature_and_example(store, tokenizer_folder, tmp_path):
     """mmbert (fill-mask) and the kv LM (text-generation) keep the transformers flavour that
     other stages load; their pyfunc gets an inferred signature and a stored example."""
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
     folder = bert(tokenizer_folder, tmp_path / "mlm", "BertForMaskedLM")
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -369,3 +369,18 @@ def test_transformers_models_log_their_signature_and_example(store, tokenizer_fo
     )
     filled = model.predict(["who founded [MASK]"])
     assert len(filled) >= 1
+    generate = registered(
+        store,
+        "tiny-kv-lm",
+        lambda: tracking.log_transformers_model(
+            AutoModelForCausalLM.from_pretrained(gpt2(tokenizer, tmp_path / "gen", 32)),
+            tokenizer,
+            "model",
+            CARD,
+            task="text-generation",
+            input_example=["the capital of france is"],
+            model_config={"max_new_tokens": 3, "do_sample": False},
+        ),
+    )
+    (text,) = generate.predict(["who founded rome"])
+    assert isinstance(text, str)
