@@ -99,7 +99,9 @@ def store_env(root):
     from tasks.core import tracking
 
     uri = tracking.tracking_uri(load_params(root / "params.yaml").runtime.mlflow, root)
-    return {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(root)}
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    # the server starts `uvicorn` from PATH; the wrappers are the copy's tasks.<area>.serving
+    return {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(root), "PATH": path}
 
 
 def free_port() -> int:
