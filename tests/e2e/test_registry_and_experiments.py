@@ -3,6 +3,7 @@ fresh process and asked its natural input (the consumer contract, tasks/core/con
 two of them served over HTTP; `dvc exp run -S` re-runs exactly the stages a parameter
 reaches."""
 
+import contextlib
 import json
 import os
 import re
@@ -143,12 +144,19 @@ def served(root, uri: str, body: dict) -> dict:
         with urllib.request.urlopen(request, timeout=120) as answer:
             return json.loads(answer.read())
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
+        stop(server)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group (its uvicorn worker too), SIGKILL after 30 s."""
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            os.killpg(server.pid, sent)
         try:
             server.wait(timeout=30)
+            return
         except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
+            continue
 
 
 def test_served_models_answer_json_as_predict_does(reproduced):

@@ -27,17 +27,26 @@ WORDS = (
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
+    """A SQLite store for this module; MLflow's URIs (and the MLFLOW_TRACKING_URI it
+    exports) as they were afterwards, so later tests' subprocesses use their own store."""
+    import os
+
     import mlflow
+    from mlflow.tracking._model_registry import utils as registry_utils
+    from mlflow.tracking._tracking_service import utils as tracking_utils
 
     folder = tmp_path_factory.mktemp("mlflow")
-    before = mlflow.get_tracking_uri()
+    tracking_before, registry_before = tracking_utils._tracking_uri, registry_utils._registry_uri
+    env_before = os.environ.get("MLFLOW_TRACKING_URI")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
-    experiment = mlflow.create_experiment("consumer", artifact_location=(folder / "a").as_uri())
-    yield experiment
-    mlflow.set_tracking_uri(before)
-    mlflow.set_registry_uri(before)
+    yield mlflow.create_experiment("consumer", artifact_location=(folder / "a").as_uri())
+    mlflow.set_tracking_uri(tracking_before)
+    mlflow.set_registry_uri(registry_before)
+    os.environ.pop("MLFLOW_TRACKING_URI", None)
+    if env_before is not None:
+        os.environ["MLFLOW_TRACKING_URI"] = env_before
 
 
 def registered(store, name: str, log) -> object:
