@@ -92,13 +92,16 @@ def training_data(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str
         "pretrain": split_arrays(bank, labels, soft),
         "finetune": split_arrays(bank, finetune, hard(finetune)),
         "dev": split_arrays(bank, dev, hard(dev)),
-        "example_row": truth_rows[0],
+        # a prompt with lyrics and a reference if any, so the signature types both columns
+        "example_row": next(
+            (r for r in truth_rows if r["lyrics"] and r["reference_audio"]), truth_rows[0]
+        ),
     }
 
 
 def consumer_example(row: dict[str, Any], params: CmiprefParams, audio_root: Path) -> Any:
-    """One prompt's clip as a consumer sends it: by path (this machine's), then as samples
-    (its first half second), with the prompt's lyrics and reference when it has them."""
+    """One prompt's clip as a consumer sends it: by path (this machine's) with the prompt's
+    lyrics and reference when it has them, then as samples (its first half second) alone."""
     import pandas as pd
 
     from tasks.cmipref.audio import read_clip
@@ -106,15 +109,23 @@ def consumer_example(row: dict[str, Any], params: CmiprefParams, audio_root: Pat
     path = audio_file(audio_root, row["audio_a"])
     head = read_clip(path, params.generate.sample_rate)[: params.generate.sample_rate // 2]
     reference = row["reference_audio"]
-    shared = {
-        "prompt": row["prompt"],
-        "lyrics": row["lyrics"] or None,
-        "reference_audio": str(audio_file(audio_root, reference)) if reference else None,
-    }
     return pd.DataFrame(
         [
-            {**shared, "audio": str(path), "audio_array": None},
-            {**shared, "audio": None, "audio_array": [float(x) for x in head]},
+            {
+                "prompt": row["prompt"],
+                "audio": str(path),
+                "audio_array": None,
+                "lyrics": row["lyrics"] or None,
+                "reference_audio": str(audio_file(audio_root, reference)) if reference else None,
+            },
+            # lyrics and reference are optional: the second row has neither
+            {
+                "prompt": row["prompt"],
+                "audio": None,
+                "audio_array": [float(x) for x in head],
+                "lyrics": None,
+                "reference_audio": None,
+            },
         ]
     )
 
