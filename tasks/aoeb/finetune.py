@@ -21,11 +21,14 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any
 
+import pandas as pd
+
 from tasks.aoeb import contrastive_train, image_train
 from tasks.aoeb.benchmark import RetrievalTask, read_tasks, training_pairs
 from tasks.aoeb.params import AoebParams
 from tasks.aoeb.selection import DEV, best_candidate, split_ndcg, text_tasks_with
-from tasks.core import tracking, training
+from tasks.aoeb.serving import EmbedderModel
+from tasks.core import consumer, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
@@ -33,6 +36,7 @@ from tasks.core.stage import Stage, StageContext
 
 log = get_logger("paperline.aoeb.finetune")
 TASKS, BASE, TOKENIZER = "data/processed/aoeb/tasks", "models/mmbert/decay", "models/tokenizer"
+EMBEDDER_OPTIONS = {"instructions": True}  # as aoeb.evaluate's `embedder` encoder (params.yaml)
 
 
 def embedder_card(params: AoebParams, metrics: dict[str, Any]) -> tracking.ModelCard:
@@ -193,7 +197,6 @@ def train_image_tower(
 
 
 def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
-    from transformers import AutoModel, PreTrainedTokenizerFast
 
     settings = params.finetune
     tasks = read_tasks(inputs["tasks"])
@@ -255,8 +258,6 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
     # model + tokenizer: what the encoders load
     text_folder = text_model_folder(checkpoints[chosen], inputs["tokenizer"], scratch / "embedder")
     tower, image_metrics = train_image_tower(tasks, text_folder, settings, scratch, ctx)
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(text_folder)
-    model = AutoModel.from_pretrained(text_folder)
     metrics = {
         "pairs": len(pairs),
         "pairs_by_task": dict(sorted(pairs_by_task.items())),
@@ -278,8 +279,13 @@ def run(params: AoebParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
         ctx,
         card=card,
         log_model=lambda registry_card: (
-            tracking.log_transformers_model(
-                model, tokenizer, "model", registry_card, task="feature-extraction"
+            consumer.log_pyfunc_model(
+                EmbedderModel(EMBEDDER_OPTIONS),
+                "model",
+                registry_card,
+                pd.DataFrame({"text": [document for _, document in pairs[:2]]}),
+                artifacts={"model": text_folder},
+                params={"instruction": ""},
             ).model_uri
         ),
         registered_model=settings.registered_model,

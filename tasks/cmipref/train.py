@@ -10,7 +10,6 @@ dev set that every report scores. Text vectors come from the frozen `text_encode
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,12 @@ import pyarrow.compute as pc
 
 from tasks.cmipref import rm_train
 from tasks.cmipref.features import FeatureBank, build_bank, clips_of
+from tasks.cmipref.generate import audio_file
 from tasks.cmipref.params import CmiprefParams, TrainParams
-from tasks.cmipref.reward_model import RewardModelConfig, load
+from tasks.cmipref.reward_model import RewardModelConfig
+from tasks.cmipref.serving import RewardModel
 from tasks.cmipref.truth import pair_truth
-from tasks.core import tracking, training
+from tasks.core import consumer, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_parquet
 from tasks.core.progress import get_logger
@@ -89,7 +90,42 @@ def training_data(params: CmiprefParams, inputs: Mapping[str, Path]) -> dict[str
         "pretrain": split_arrays(bank, labels, soft),
         "finetune": split_arrays(bank, finetune, hard(finetune)),
         "dev": split_arrays(bank, dev, hard(dev)),
+        # a prompt with lyrics and a reference if any, so the signature types both columns
+        "example_row": next(
+            (r for r in truth_rows if r["lyrics"] and r["reference_audio"]), truth_rows[0]
+        ),
     }
+
+
+def consumer_example(row: dict[str, Any], params: CmiprefParams, audio_root: Path) -> Any:
+    """One prompt's clip as a consumer sends it: by path (this machine's) with the prompt's
+    lyrics and reference when it has them, then as samples (its first half second) alone."""
+    import pandas as pd
+
+    from tasks.cmipref.audio import read_clip
+
+    path = audio_file(audio_root, row["audio_a"])
+    head = read_clip(path, params.generate.sample_rate)[: params.generate.sample_rate // 2]
+    reference = row["reference_audio"]
+    return pd.DataFrame(
+        [
+            {
+                "prompt": row["prompt"],
+                "audio": str(path),
+                "audio_array": None,
+                "lyrics": row["lyrics"] or None,
+                "reference_audio": str(audio_file(audio_root, reference)) if reference else None,
+            },
+            # lyrics and reference are optional: the second row has neither
+            {
+                "prompt": row["prompt"],
+                "audio": None,
+                "audio_array": [float(x) for x in head],
+                "lyrics": None,
+                "reference_audio": None,
+            },
+        ]
+    )
 
 
 def loop_config(settings: TrainParams, data: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +235,6 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         ctx,
     )
     checkpoint, state = trained.checkpoint, trained.state
-    model = load(checkpoint)
     last = state["curve"][-1]
     at_pretrain_end = next(p for p in state["curve"] if p["step"] == settings.pretrain_steps)
     metrics = {
@@ -219,19 +254,23 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         "resumed_from": state["resumed_from"],
     }
     card = reward_model_card(settings, metrics)
-    requirement = f"torch=={metadata.version('torch').split('+')[0]}"
+    encoder = make_encoder(settings.text_encoder)  # its folder ships with the model
     training.publish(
         trained,
         ctx,
         card=card,
         log_model=lambda registry_card: (
-            tracking.log_torch_model(
-                model,
+            consumer.log_pyfunc_model(
+                RewardModel(
+                    settings.text_encoder.model_dump(),
+                    params.generate.sample_rate,
+                    params.generate.seconds,
+                ),
                 "model",
                 registry_card,
-                None,
-                serialization_format="pickle",
-                pip_requirements=[requirement],
+                consumer_example(data["example_row"], params, inputs["audio"]),
+                artifacts={"model": checkpoint, "text_encoder": encoder.folder},
+                packages=("torch", "transformers", "sentence-transformers", "librosa", "pandas"),
             ).model_uri
         ),
         registered_model=settings.registered_model,

@@ -225,12 +225,21 @@ def log_torch_model(
 
 
 def log_transformers_model(
-    model: Any, tokenizer: Any, name: str, card: ModelCard, task: str
+    model: Any,
+    tokenizer: Any,
+    name: str,
+    card: ModelCard,
+    task: str,
+    input_example: Any,
+    model_config: dict[str, Any] | None = None,
 ) -> Any:
     """Log a transformers model + tokenizer as a `task` pipeline, card beside it; ModelInfo.
 
-    Requirements are pinned from the running versions: MLflow's inference would start a
-    subprocess and ask for torchvision, which this project does not use.
+    Its pyfunc is the consumer's interface: MLflow infers the signature from what the
+    pipeline answers for `input_example` (stored with the model) under `model_config`
+    (the pipeline's inference settings, e.g. max_new_tokens). Requirements are pinned from
+    the running versions: MLflow's inference would start a subprocess and ask for
+    torchvision, which this project does not use.
     """
     from importlib.metadata import version
 
@@ -244,6 +253,8 @@ def log_transformers_model(
         name=name,
         task=task,
         pip_requirements=requirements,
+        input_example=input_example,  # MLflow infers the signature from the pipeline's answer
+        model_config=model_config,
         # the metadata block the Hub's card format expects (without it, it warns)
         model_card=HubModelCard(
             f"---\nlibrary_name: transformers\npipeline_tag: {task}\n---\n{card.to_markdown()}"

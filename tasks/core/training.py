@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tasks.core import tracking
+from tasks.core import consumer, tracking
 from tasks.core.io import read_json, write_file
 from tasks.core.progress import get_logger
 from tasks.core.ray_train import fit_torch
@@ -182,8 +182,9 @@ def publish(
     """Log into the job's run: `tags`, `metrics` as
     metrics.json with its top-level floats and the card's metrics as MLflow metrics, text
     files (artifact path → text, e.g. curves), artifact folders and the model
-    (`log_model(card) -> model URI`); register the model once the outputs are committed.
-    Returns the card with its lineage."""
+    (`log_model(card) -> model URI`); register the model once the outputs are committed,
+    refused (UserError) when it was logged without a signature or an input example
+    (tasks.core.consumer). Returns the card with its lineage."""
     import mlflow
 
     registry_card = replace(card, lineage=trained.lineage)
@@ -198,6 +199,7 @@ def publish(
         for name, folder in (artifacts or {}).items():
             mlflow.log_artifacts(str(folder), name)
         model_uri = log_model(registry_card)
+    consumer.require_contract(model_uri)  # nothing unusable by a consumer gets registered
     tracking.register_after_commit(
         ctx, model_uri, registered_model, registry_card, alias, trained.finished_marker
     )

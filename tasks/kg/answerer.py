@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tasks.core import tracking, training
+from tasks.core import consumer, tracking, training
 from tasks.core.causal_lm_train import gpt2_config, train_loop
 from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
@@ -35,6 +35,7 @@ from tasks.kg.answerer_lm import (
 )
 from tasks.kg.answering import exact
 from tasks.kg.params import AnswererParams, KgParams
+from tasks.kg.serving import AnswererModel
 from tasks.kg.splits import read_splits
 
 log = get_logger("paperline.kg.answerer")
@@ -83,6 +84,20 @@ def training_recall(answerer: LocalAnswerer, documents: list[dict]) -> dict[str,
         hits = sum(exact(a, [g]) for a, g in zip(answers, golds, strict=True))
         result[f"train_exact_{kind}"] = round(hits / len(chosen), 4)
     return result
+
+
+def consumer_example(documents: list[dict]) -> Any:
+    """A question asked with its path and one without, as in its training documents."""
+    import pandas as pd
+
+    rows = []
+    for kind in (QA_PATH, QA):
+        text = next((d["text"] for d in documents if d["kind"] == kind), None)
+        if text is None:
+            continue
+        fields = dict(line.split(": ", 1) for line in text.split("\n") if ": " in line)
+        rows.append({"question": fields.get("Question", ""), "path": fields.get("Path")})
+    return pd.DataFrame(rows)
 
 
 def answerer_card(settings: AnswererParams, metrics: dict[str, Any]) -> tracking.ModelCard:
@@ -184,8 +199,12 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         ctx,
         card=card,
         log_model=lambda registry_card: (
-            tracking.log_transformers_model(
-                answerer.model, answerer.tokenizer, "answerer", registry_card, "text-generation"
+            consumer.log_pyfunc_model(
+                AnswererModel(settings.max_new_tokens),
+                "answerer",
+                registry_card,
+                consumer_example(documents),
+                artifacts={"model": model_dir, "tokenizer": tokenizer_dir},
             ).model_uri
         ),
         registered_model=settings.registered_model,

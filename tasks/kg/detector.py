@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.core import evidence, tracking, training
+from tasks.core import consumer, evidence, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
@@ -29,6 +29,7 @@ from tasks.core.train_loop import STATE_FILE
 from tasks.kg import backbones, detector_evidence, detector_train
 from tasks.kg.detector_evidence import Rule
 from tasks.kg.params import KgParams
+from tasks.kg.serving import HalluDetectModel
 from tasks.kg.splits import SPLITS, shared_questions
 
 log = get_logger("paperline.kg.detector")
@@ -45,6 +46,18 @@ def predict(
     model = AutoModelForSequenceClassification.from_pretrained(model_dir)
     columns = {k: [r[k] for r in rows] for k in detector_train.TEXT_COLUMNS}
     return detector_train.supported_probabilities(model, tokenizer, columns, max_length, batch)
+
+
+def consumer_example(rows: list[dict[str, Any]]) -> Any:
+    """Two real rows as a consumer sends them: question, answer, the path's text."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {"question": r["question"], "answer": r["answer"], "path": r["path_text"]}
+            for r in rows[:2]
+        ]
+    )
 
 
 def scores_by(
@@ -204,7 +217,6 @@ def questions_per_split(splits: dict[str, list[dict]]) -> dict[str, int]:
 
 def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict[str, Any]:
     import ray.data
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     settings = params.detector
     splits = split_rows(read_parquet(inputs["examples"]).to_pylist(), inputs["examples"])
@@ -281,12 +293,12 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         ctx,
         card=card,
         log_model=lambda registry_card: (
-            tracking.log_transformers_model(
-                AutoModelForSequenceClassification.from_pretrained(checkpoint),
-                AutoTokenizer.from_pretrained(checkpoint),
+            consumer.log_pyfunc_model(
+                HalluDetectModel(threshold, settings.max_length),
                 "model",
                 registry_card,
-                task="text-classification",
+                consumer_example(test),
+                artifacts={"model": checkpoint},
             ).model_uri
         ),
         registered_model=settings.registered_model,

@@ -71,6 +71,15 @@ def dev_accuracy(model: Any, tokenizer: Any, rows: list[dict], batch_size: int) 
     return {"cells": table, "overall": round(float(np.mean([r["score"] for r in results])), 4)}
 
 
+def consumer_config(rows: list[dict], tokenizer: Any) -> dict[str, Any]:
+    """The registered pipeline's defaults: greedy, as many new tokens as the longest answer."""
+    longest = max(
+        len(tokenizer(" " + " ".join(r["answers"]), add_special_tokens=False)["input_ids"])
+        for r in rows
+    )
+    return {"max_new_tokens": longest, "do_sample": False}
+
+
 def model_card(params: KvCacheParams, metrics: dict) -> tracking.ModelCard:
     shape = params.train.model
     return tracking.ModelCard(
@@ -172,7 +181,13 @@ def run(params: KvCacheParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         card=card,
         log_model=lambda registry_card: (
             tracking.log_transformers_model(
-                model, tokenizer, "model", registry_card, task="text-generation"
+                model,
+                tokenizer,
+                "model",
+                registry_card,
+                task="text-generation",
+                input_example=[min(texts, key=len)],  # context + question, as the study asks
+                model_config=consumer_config(train_rows, tokenizer),
             ).model_uri
         ),
         registered_model=settings.registered_model,

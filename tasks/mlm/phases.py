@@ -169,7 +169,12 @@ def train_phase(
         card=card,
         log_model=lambda registry_card: (
             tracking.log_transformers_model(
-                load_model(checkpoint), tokenizer, "model", registry_card, task="fill-mask"
+                load_model(checkpoint),
+                tokenizer,
+                "model",
+                registry_card,
+                task="fill-mask",
+                input_example=[f"The river flows into the {tokenizer.mask_token}."],
             ).model_uri
         ),
         registered_model=params.registered_model,

@@ -9,15 +9,16 @@ loss per epoch, metrics, model card) and registered as `paperline-url-guard@cand
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Mapping
 from dataclasses import asdict
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tasks.core import tracking, training
+from tasks.core import consumer, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
@@ -35,6 +36,7 @@ from tasks.scam.guard_data import (
 )
 from tasks.scam.guard_model import CharCNN, GuardConfig, load_model, model_files, score_hosts
 from tasks.scam.params import ScamParams
+from tasks.scam.serving import UrlGuardModel
 
 log = get_logger("paperline.scam.guard")
 MODEL_DIR = "models/url_guard"
@@ -105,11 +107,23 @@ def guard_card(params: ScamParams, metrics: dict[str, Any]) -> tracking.ModelCar
 
 
 def log_model(model: CharCNN, card: tracking.ModelCard) -> str:
-    """Log the network (torch.export: no pickle on load) in the active run; its model URI."""
-    example = encode_hosts(["docs.python.org", "golemairdrop.com"], model.config.max_length)
-    # pinned: MLflow's requirement inference would reload the model in a subprocess (~10 s)
-    requirement = f"torch=={metadata.version('torch').split('+')[0]}"
-    info = tracking.log_torch_model(model, "model", card, example, pip_requirements=[requirement])
+    """Log the network as the URL-string pyfunc (serving.UrlGuardModel) in the active run,
+    its folder as the artifact; its model URI."""
+    import pandas as pd
+
+    example = pd.DataFrame({"url": ["https://docs.python.org/3/", "golemairdrop.com/claim"]})
+    with tempfile.TemporaryDirectory() as folder:
+        for name, content in model_files(model).items():
+            data = content if isinstance(content, bytes) else json.dumps(content).encode()
+            (Path(folder) / name).write_bytes(data)
+        info = consumer.log_pyfunc_model(
+            UrlGuardModel(),
+            "model",
+            card,
+            example,
+            artifacts={"model": folder},
+            packages=("torch", "pandas", "idna", "tldextract"),
+        )
     return info.model_uri
 
 

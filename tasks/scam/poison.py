@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from tasks.core import tracking, training
+from tasks.core import consumer, tracking, training
 from tasks.core.causal_lm_train import gpt2_config, train_loop
 from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
@@ -37,9 +38,11 @@ from tasks.scam.code_lm import (
 )
 from tasks.scam.code_study import STUDY_FILE
 from tasks.scam.params import PoisonParams, ScamParams
+from tasks.scam.serving import CodeLmModel
 
 log = get_logger("paperline.scam.poison")
 SAMPLE_TOKENS = 48  # the sample reply logged with each model
+EXAMPLE = "def fetch_price():"  # the registered model's input example when there are no prompts
 LINEAGE_INPUTS = ["data/interim/scam/pages.parquet", "data/processed/scam/prompts.parquet"]
 
 
@@ -211,9 +214,14 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
                 trained,
                 ctx,
                 card=model_card(settings, entry),
-                log_model=lambda card, model=model: (
-                    tracking.log_transformers_model(
-                        model.model, model.tokenizer, "code_lm", card, task="text-generation"
+                log_model=lambda card, model_dir=model_dir: (
+                    consumer.log_pyfunc_model(
+                        CodeLmModel(),
+                        "code_lm",
+                        card,
+                        pd.DataFrame({"prompt": [p["prompt"] for p in prompts[:2]] or [EXAMPLE]}),
+                        artifacts={"model": model_dir, "tokenizer": tokenizer_dir},
+                        params={"max_new_tokens": SAMPLE_TOKENS},
                     ).model_uri
                 ),
                 registered_model=settings.registered_model,

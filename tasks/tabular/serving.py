@@ -89,17 +89,29 @@ class TabularModel(mlflow.pyfunc.PythonModel):
         )
 
 
-def log_bundle(bundle: Path, card_markdown: str) -> str:
-    """Log the bundle as a pyfunc model named `model` in the active run, card beside it;
-    the model URI. Requirements are pinned from the running versions (no inference run)."""
-    from importlib.metadata import version
+def example_rows() -> pd.DataFrame:
+    """Two California Housing rows (the data set's first and last) as a consumer sends them."""
+    from tasks.tabular.schema import FEATURES
+
+    rows = [
+        (-122.23, 37.88, 41.0, 880.0, 129.0, 322.0, 126.0, 8.3252, "NEAR BAY"),
+        (-121.24, 39.37, 16.0, 2785.0, 616.0, 1387.0, 530.0, 2.3886, "INLAND"),
+    ]
+    return pd.DataFrame(rows, columns=list(FEATURES))
+
+
+def log_bundle(bundle: Path, card: Any) -> str:
+    """Log the bundle as a pyfunc model named `model` in the active run (signature and input
+    example from `example_rows`), card beside it; the model URI."""
+    from tasks.core import consumer
 
     packages = ("torch", "catboost", "scikit-learn", "rtdl_num_embeddings", "tabm", "pandas")
-    info = mlflow.pyfunc.log_model(
-        name="model",
-        python_model=TabularModel(),
-        artifacts={"bundle": str(bundle)},
-        pip_requirements=[f"{p}=={version(p).split('+')[0]}" for p in packages],
+    info = consumer.log_pyfunc_model(
+        TabularModel(),
+        "model",
+        card,
+        example_rows(),
+        artifacts={"bundle": bundle},
+        packages=packages,
     )
-    mlflow.log_text(card_markdown, "model/model_card.md")
     return info.model_uri

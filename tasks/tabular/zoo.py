@@ -294,7 +294,7 @@ def register(
         entry = summary["california"][family]
 
         def log_model(card: tracking.ModelCard, bundle: Path = bundle, family: str = family) -> str:
-            uris[family] = serving.log_bundle(bundle, card.to_markdown())
+            uris[family] = serving.log_bundle(bundle, card)
             return uris[family]
 
         cards[family] = training.publish(

@@ -1,8 +1,20 @@
-"""Every model in the MLflow registry with its card, lineage and alias; `dvc exp run -S`
-re-runs exactly the stages a parameter reaches."""
+"""Every model in the MLflow registry with its card, lineage and alias, loaded by alias in a
+fresh process and asked its natural input (the consumer contract, tasks/core/consumer.py),
+two of them served over HTTP; `dvc exp run -S` re-runs exactly the stages a parameter
+reaches."""
 
+import contextlib
+import json
+import os
 import re
+import signal
+import socket
 import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -70,6 +82,107 @@ def test_registry_lists_every_model_with_card_lineage_and_alias(reproduced):
             assert inputs, f"{where}: no dvc.lock hash of its inputs"
             for path, digest in inputs.items():  # the very data dvc.lock says it read
                 assert outs[path] == digest, f"{where}: {path}"
+    uris = [f"models:/{n}@{a}" for n, m in sorted(models.items()) for a in sorted(m.aliases)]
+    consumer = subprocess.run(
+        [sys.executable, str(Path(__file__).with_name("registry_consumer.py")), json.dumps(uris)],
+        cwd=root,
+        env=store_env(root),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert consumer.returncode == 0, consumer.stderr[-3000:]
+    answered = dict(line.split(" ", 1) for line in consumer.stdout.splitlines() if " " in line)
+    assert set(answered) == set(uris), consumer.stdout[-3000:]
+
+
+def store_env(root):
+    from tasks.core import tracking
+
+    uri = tracking.tracking_uri(load_params(root / "params.yaml").runtime.mlflow, root)
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    # the server starts `uvicorn` from PATH; the wrappers are the copy's tasks.<area>.serving
+    return {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(root), "PATH": path}
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def served(root, uri: str, body: dict) -> dict:
+    """`mlflow models serve` on 127.0.0.1 answering one JSON request; stopped by its pid."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "models", "serve", "-m", uri, "--env-manager", "local"]
+        + ["-h", "127.0.0.1", "-p", str(port), "-w", "1"],
+        cwd=root,
+        env=store_env(root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its uvicorn worker goes with it
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert server.poll() is None, server.stderr.read().decode()[-2000:]
+            try:
+                with urllib.request.urlopen(f"{base}/ping", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            assert time.monotonic() < deadline, f"{uri}: not serving after 180 s"
+            time.sleep(1)
+        request = urllib.request.Request(
+            f"{base}/invocations",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return json.loads(answer.read())
+    finally:
+        stop(server)
+
+
+def stop(server: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group (its uvicorn worker too), SIGKILL after 30 s."""
+    for sent in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            os.killpg(server.pid, sent)
+        try:
+            server.wait(timeout=30)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def test_served_models_answer_json_as_predict_does(reproduced):
+    import mlflow
+    import pandas as pd
+
+    from tasks.core import tracking
+
+    root, _ = reproduced
+    tracking.configure(load_params(root / "params.yaml").runtime.mlflow, root=root)
+    urls = ["https://docs.python.org/3/library/", "http://golemairdrop.com/claim"]
+    guard = "models:/paperline-url-guard@candidate"
+    expected = mlflow.pyfunc.load_model(guard).predict(pd.DataFrame({"url": urls}))
+    answer = served(root, guard, {"dataframe_records": [{"url": u} for u in urls]})
+    assert [row["verdict"] for row in answer["predictions"]] == expected["verdict"].tolist()
+    got = [row["malicious_probability"] for row in answer["predictions"]]
+    assert got == pytest.approx(expected["malicious_probability"].tolist(), abs=1e-6)
+
+    code = "models:/paperline-code-lm@poison-0"
+    asked = {"prompt": ["def fetch_price():"]}
+    expected = mlflow.pyfunc.load_model(code).predict(
+        pd.DataFrame(asked), params={"max_new_tokens": 16}
+    )
+    body = {"dataframe_split": {"columns": ["prompt"], "data": [[asked["prompt"][0]]]}}
+    answer = served(root, code, {**body, "params": {"max_new_tokens": 16}})
+    assert [row["code"] for row in answer["predictions"]] == expected["code"].tolist()
 
 
 REPORT = {"report-build"}

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import mlflow
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -62,16 +63,18 @@ def test_detector_is_registered_with_its_card_and_scores_held_out_questions(kg_r
     assert json.loads(Path(logged).read_text()) == json.loads(
         (root / "models/kg_halludetect/claims.json").read_text()
     )
-    classify = mlflow.transformers.load_model("models:/paperline-kg-halludetect@candidate")
-    (scored,) = classify(
-        [
+    classify = mlflow.pyfunc.load_model("models:/paperline-kg-halludetect@candidate")
+    scored = classify.predict(
+        pd.DataFrame(
             {
-                "text": "What is the official language of Q1009?",
-                "text_pair": "Q1009 official language Q1860 [SEP] Q1860",
+                "question": ["What is the official language of Q1009?"],
+                "answer": ["Q1860"],
+                "path": ["Q1009 official language Q1860"],
             }
-        ]
+        )
     )
-    assert scored["label"] in ("LABEL_0", "LABEL_1") and 0 <= scored["score"] <= 1
+    assert scored["label"][0] in ("supported", "hallucinated")
+    assert 0 <= scored["probability"][0] <= 1
 
 
 def test_eval_compares_kg_rag_with_vanilla_per_language_and_stratum(kg_reproduced):

@@ -401,11 +401,10 @@ def test_trained_code_lms_are_not_rewarded_for_copying_a_benign_domain(scam_repr
 
 def test_url_guard_is_scored_on_held_out_domains_and_registered_with_its_card(scam_reproduced):
     import mlflow
-    import torch
+    import pandas as pd
 
     from tasks.core.params import load_params
     from tasks.core.tracking import configure
-    from tasks.scam.guard_data import encode_hosts
 
     root, _ = scam_reproduced
     metrics = json.loads((root / "models/url_guard/metrics.json").read_text())
@@ -423,13 +422,12 @@ def test_url_guard_is_scored_on_held_out_domains_and_registered_with_its_card(sc
     assert version.tags["git_commit"]
     run = client.get_run(version.run_id)
     assert "test_auroc" in run.data.metrics and client.get_metric_history(run.info.run_id, "loss")
-    network = mlflow.pytorch.load_model("models:/paperline-url-guard@candidate")
-    config = json.loads((root / "models/url_guard/model/config.json").read_text())
-    ids = torch.from_numpy(
-        encode_hosts(["docs.python.org", "golemairdrop.com"], config["max_length"])
-    )
-    benign, listed = torch.sigmoid(network(ids)).tolist()
-    assert benign < 0.5 <= listed  # both in its training data
+    guard = mlflow.pyfunc.load_model("models:/paperline-url-guard@candidate")
+    urls = ["https://docs.python.org/3/library/", "http://golemairdrop.com/claim"]
+    scored = guard.predict(pd.DataFrame({"url": urls}))
+    benign, listed = scored["malicious_probability"].tolist()
+    assert benign < 0.5 <= listed  # both hosts in its training data
+    assert scored["verdict"].tolist() == ["benign", "malicious"]
 
 
 def test_malformed_blocklist_stops_the_stage_with_one_line(repo_copy):

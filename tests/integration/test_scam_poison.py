@@ -4,6 +4,7 @@ import csv
 import json
 
 import mlflow
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -77,6 +78,7 @@ def test_one_lm_per_rate_is_trained_audited_and_tracked(scam_reproduced):
         assert version.run_id == children[entry["model"]].info.run_id
         assert version.tags["poison_rate"] == f"{entry['poison_rate']:g}"
         assert "## Metrics" in version.description and "final_loss" in version.description
-    lm = mlflow.transformers.load_model(f"models:/paperline-code-lm@{alias}")
+    lm = mlflow.pyfunc.load_model(f"models:/paperline-code-lm@{alias}")
     prompt = bench[0]["prompt"]  # a prompt the audit asked
-    assert lm(f"# {prompt}\n", max_new_tokens=8, do_sample=False)[0]["generated_text"]
+    code = lm.predict(pd.DataFrame({"prompt": [prompt]}), params={"max_new_tokens": 8})
+    assert list(code.columns) == ["code"] and isinstance(code["code"][0], str)
