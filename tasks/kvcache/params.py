@@ -89,6 +89,16 @@ class TrainParams(StrictModel):
     experiment: str = "paperline-kvcache"
     registered_model: str = "paperline-kv-lm"
     seed: int = 0
+    kinds: list[Kind] = Field(
+        default_factory=lambda: ["single", "multikey", "multivalue"],
+        min_length=1,
+        description="train items the LM learns from (multiquery's first value is not the "
+        "one after the question's last key, which teaches the wrong copy)",
+    )
+    ask_every_needle: bool = Field(
+        default=True,
+        description="after an item's own answer, ask each of its needles (distinct keys) once",
+    )
     steps: int = Field(default=400, ge=1)
     batch_size: int = Field(default=32, ge=1)
     learning_rate: float = Field(default=1e-2, gt=0)
