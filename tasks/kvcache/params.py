@@ -73,7 +73,7 @@ class ModelParams(StrictModel):
     num_heads: int = Field(default=4, ge=1)
     num_kv_heads: int = Field(default=2, ge=1, description="< num_heads: grouped-query attention")
     max_positions: int = Field(default=2048, ge=64)
-    rope_theta: float = Field(default=10000.0, gt=0)
+    rope_theta: float = Field(default=500000.0, gt=0)
     haystack_words: int = Field(default=1500, ge=0, description="vocabulary: most frequent words")
 
     @model_validator(mode="after")
