@@ -11,22 +11,12 @@ the same rule over 2T interleaved steps with `stack_size`-wide keys.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
+from _timing import timed  # benchmarks/_timing.py: the script's folder is on sys.path
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import sys
-import time
 from pathlib import Path
+
+from _timing import timed  # benchmarks/_timing.py: the script's folder is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -52,16 +52,6 @@ def build_model(args: argparse.Namespace):
         max_position_embeddings=max(args.lengths) + 64,
     )
     return LlamaForCausalLM(config).eval()
-
-
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -73,7 +73,7 @@ class ModelParams(StrictModel):
     num_heads: int = Field(default=4, ge=1)
     num_kv_heads: int = Field(default=2, ge=1, description="< num_heads: grouped-query attention")
     max_positions: int = Field(default=2048, ge=64)
-    rope_theta: float = Field(default=10000.0, gt=0)
+    rope_theta: float = Field(default=500000.0, gt=0)
     haystack_words: int = Field(default=1500, ge=0, description="vocabulary: most frequent words")
 
     @model_validator(mode="after")
@@ -89,6 +89,16 @@ class TrainParams(StrictModel):
     experiment: str = "paperline-kvcache"
     registered_model: str = "paperline-kv-lm"
     seed: int = 0
+    kinds: list[Kind] = Field(
+        default_factory=lambda: ["single", "multikey", "multivalue"],
+        min_length=1,
+        description="train items the LM learns from (multiquery's first value is not the "
+        "one after the question's last key, which teaches the wrong copy)",
+    )
+    ask_every_needle: bool = Field(
+        default=True,
+        description="after an item's own answer, ask each of its needles (distinct keys) once",
+    )
     steps: int = Field(default=400, ge=1)
     batch_size: int = Field(default=32, ge=1)
     learning_rate: float = Field(default=1e-2, gt=0)

@@ -4,12 +4,12 @@
 The vocabulary is built from the train split (tasks/kvcache/lm.py); the model is
 transformers' LlamaForCausalLM from a LlamaConfig (`num_kv_heads` < `num_heads`), trained
 from scratch with the shared harness (Ray Train, one MLflow run, checkpoints a killed run
-resumes from) on context + question + answer, the loss on the answer tokens only
-(tasks/kvcache/train_loop.py). Its full-cache accuracy on the dev split, per kind and
-length, is the first thing to read: compression results mean something only where it is
-high. Outputs: the model folder (weights, config, tokenizer, model card), metrics.json and
-the loss curve; the MLflow model (transformers flavour, text-generation) is registered
-with alias `candidate` once the outputs are committed.
+resumes from) on context + question + answer (and each needle asked on its own), the loss
+on the answer tokens only (tasks/kvcache/train_loop.py). Its full-cache accuracy on the
+dev split, per kind and length, is the first thing to read: compression results mean
+something only where it is high. Outputs: the model folder (weights, config, tokenizer,
+model card), metrics.json and the loss curve; the MLflow model (transformers flavour,
+text-generation) is registered with alias `candidate` once the outputs are committed.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from tasks.core.progress import get_logger
 from tasks.core.stage import Stage, StageContext
 from tasks.core.train_loop import STATE_FILE
 from tasks.kvcache.lm import build_tokenizer, llama_config
+from tasks.kvcache.needles import question
 from tasks.kvcache.params import KvCacheParams
 from tasks.kvcache.scoring import FULL, encode, score_items
 from tasks.kvcache.train_loop import train_loop
@@ -49,16 +50,39 @@ def fast_tokenizer(tokenizer: Any) -> Any:
     )
 
 
-def training_sequences(tokenizer: Any, rows: list[dict]) -> dict[str, list]:
-    """Token ids of context + question + answer, where the answer starts, context length."""
-    sequences, starts, lengths = [], [], []
-    for item in encode(tokenizer, rows):
-        answer = tokenizer(" " + " ".join(item.row["answers"]), add_special_tokens=False)
-        prompt = item.context + item.question
-        sequences.append(prompt + answer["input_ids"])
-        starts.append(len(prompt))
+def training_sequences(
+    tokenizer: Any, rows: list[dict], ask_every_needle: bool, seed: int
+) -> dict[str, list]:
+    """Token ids of context + question + answer, then (with `ask_every_needle`, where the
+    item's needles have distinct keys) a single-key question and answer for each of its
+    needles in a shuffled order; the positions of every answer token and the context length."""
+    sequences, answers, lengths = [], [], []
+    for index, item in enumerate(encode(tokenizer, rows)):
+        row = item.row
+        parts = [(item.question, ids(tokenizer, " " + " ".join(row["answers"])))]
+        keys, values = list(row["needle_keys"]), list(row["needle_values"])
+        if ask_every_needle and len(set(keys)) == len(keys):
+            order = np.random.default_rng([seed, index]).permutation(len(keys))
+            parts += [
+                (
+                    ids(tokenizer, " " + question("single", [keys[j]])),
+                    ids(tokenizer, " " + values[j]),
+                )
+                for j in order
+            ]
+        sequence, positions = list(item.context), []
+        for asked_ids, answer_ids in parts:
+            sequence += asked_ids
+            positions += range(len(sequence), len(sequence) + len(answer_ids))
+            sequence += answer_ids
+        sequences.append(sequence)
+        answers.append(positions)
         lengths.append(len(item.context))
-    return {"sequences": sequences, "answer_starts": starts, "context_lengths": lengths}
+    return {"sequences": sequences, "answer_positions": answers, "context_lengths": lengths}
+
+
+def ids(tokenizer: Any, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
 def dev_accuracy(model: Any, tokenizer: Any, rows: list[dict], batch_size: int) -> dict:
@@ -91,10 +115,12 @@ def model_card(params: KvCacheParams, metrics: dict) -> tracking.ModelCard:
             "answers RULER-style needle questions; the model the KV-cache presses are compared on."
         ),
         training_data=(
-            f"kvcache.tasks' train split: {metrics['train_items']} needle items (single, "
-            "multi-key, multi-value, multi-query) on UDHR English and CPython docstrings, "
-            f"contexts of {params.tasks.train_lengths} word tokens; the loss is on the answer "
-            f"tokens only; {metrics['steps']} steps of batch {params.train.batch_size}."
+            f"kvcache.tasks' train split: {metrics['train_items']} needle items of kinds "
+            f"{', '.join(params.train.kinds)} on UDHR English and CPython docstrings, contexts "
+            f"of {params.tasks.train_lengths} word tokens"
+            + (", each needle also asked on its own" if params.train.ask_every_needle else "")
+            + f"; the loss is on the answer tokens only; {metrics['steps']} steps of batch "
+            f"{params.train.batch_size}."
         ),
         intended_use="Comparing KV-cache compression presses on needle retrieval (kvcache.study).",
         limitations=(
@@ -112,12 +138,14 @@ def run(params: KvCacheParams, inputs: Mapping[str, Path], ctx: StageContext) ->
 
     settings = params.train
     pools = read_json(inputs["tasks_metrics"])
-    train_rows = read_parquet(inputs["train"]).to_pylist()
+    train_rows = [
+        r for r in read_parquet(inputs["train"]).to_pylist() if r["kind"] in settings.kinds
+    ]
     texts = [f"{r['context']} {r['question']}" for r in train_rows]
     tokenizer = fast_tokenizer(
         build_tokenizer(texts, pools["keys"], pools["values"], settings.model.haystack_words)
     )
-    data = training_sequences(tokenizer, train_rows)
+    data = training_sequences(tokenizer, train_rows, settings.ask_every_needle, settings.seed)
     config = {
         "model_config": llama_config(
             settings.model, len(tokenizer), tokenizer.pad_token_id

@@ -1,13 +1,14 @@
-"""Ray Train worker loop of the needle LM: next-token loss on the question and answer.
+"""Ray Train worker loop of the needle LM: next-token loss on the answer tokens only.
 
-The question's tokens are predictable from the template and a copy of the key, the answer's
-a copy of the needle's value: both train the copying (induction) the task needs, and the
-logits are computed for those positions only (`logits_to_keep`), not over the haystack.
-Each step draws `batch_size / world` training sequences (context + question + answer) of
-one context length (sequences of a length differ only by their question's length; they
-are right-padded), from a generator seeded by (seed, rank, step), so a resumed run draws
-what the original would have. Rank 0 logs the loss to the run's MLflow run and writes
-checkpoints (the model, optimizer and scheduler) at `checkpoint_every` and the last step.
+An answer is a copy of the asked needle's value, the induction-style lookup the task needs;
+the logits are computed from the first answer on only (`logits_to_keep`). A loss on the
+question too (its template words and the copied key) drowned that signal: the model learned
+the question and answered 0.000 on every dev cell.
+Each step draws `batch_size / world` training sequences (context, then one or more
+questions each followed by its answer) of one context length (right-padded), from a
+generator seeded by (seed, rank, step), so a resumed run draws what the original would
+have. Rank 0 logs the loss to the run's MLflow run and writes checkpoints (the model,
+optimizer and scheduler) at `checkpoint_every` and the last step.
 """
 
 from __future__ import annotations
@@ -19,19 +20,19 @@ IGNORE = -100  # labels the loss skips
 
 
 def padded_batch(
-    sequences: list[list[int]], loss_starts: list[int], pad_id: int
+    sequences: list[list[int]], answer_positions: list[list[int]], pad_id: int
 ) -> tuple[Any, Any, Any]:
-    """input ids, attention mask and labels (the tokens from `loss_starts` on), right-padded."""
+    """input ids, attention mask and labels (the tokens at `answer_positions`), right-padded."""
     import torch
 
     width = max(len(s) for s in sequences)
     ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
     mask = torch.zeros_like(ids)
     labels = torch.full_like(ids, IGNORE)
-    for row, (sequence, start) in enumerate(zip(sequences, loss_starts, strict=True)):
+    for row, (sequence, positions) in enumerate(zip(sequences, answer_positions, strict=True)):
         ids[row, : len(sequence)] = torch.tensor(sequence)
         mask[row, : len(sequence)] = 1
-        labels[row, start : len(sequence)] = torch.tensor(sequence[start:])
+        labels[row, positions] = torch.tensor([sequence[p] for p in positions])
     return ids, mask, labels
 
 
@@ -51,7 +52,7 @@ def train_loop(config: dict[str, Any]) -> None:
     optimizer, scheduler, state = linear_warmup_training(model, config)
     metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
-    sequences, starts = config["sequences"], config["context_lengths"]
+    sequences, answers = config["sequences"], config["answer_positions"]
     buckets: dict[int, list[int]] = {}
     for index, length in enumerate(config["context_lengths"]):
         buckets.setdefault(length, []).append(index)
@@ -65,9 +66,9 @@ def train_loop(config: dict[str, Any]) -> None:
         bucket = bucket_list[rng.choice(len(bucket_list), p=weights / weights.sum())]
         chosen = rng.choice(bucket, per_worker, replace=len(bucket) < per_worker)
         ids, mask, labels = padded_batch(
-            [sequences[i] for i in chosen], [starts[i] for i in chosen], config["pad_id"]
+            [sequences[i] for i in chosen], [answers[i] for i in chosen], config["pad_id"]
         )
-        start = min(starts[i] for i in chosen)  # the context length of this bucket
+        start = min(answers[i][0] for i in chosen)  # the earliest answer of the batch
         kept = torch.arange(start - 1, ids.shape[1] - 1, device=device)
         logits = model(
             input_ids=ids.to(device), attention_mask=mask.to(device), logits_to_keep=kept

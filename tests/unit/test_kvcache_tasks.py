@@ -121,3 +121,33 @@ def test_train_split_mixes_kinds_and_lengths(stream):
     assert {i.kind for i in train} == set(KINDS)
     assert len(splits["test"]) == 2 * len(KINDS) and len(splits["dev"]) == 8 * len(KINDS)
     assert np.all([problems(i.row()) == [] for i in train])
+
+
+def test_training_sequences_label_every_answer_and_only_answers(stream):
+    from tasks.kvcache.train import fast_tokenizer, training_sequences
+    from tasks.kvcache.train_loop import IGNORE, padded_batch
+
+    rows = [i.row() for i in cell_items(SETTINGS, stream, "train", "multikey", 48, 3)]
+    rows += [i.row() for i in cell_items(SETTINGS, stream, "train", "multivalue", 48, 1)]
+    keys, values = key_pool(set(stream)), value_pool([100, 999])
+    tokenizer = fast_tokenizer(build_tokenizer([r["context"] for r in rows], keys, values, 50))
+    plain = training_sequences(tokenizer, rows, ask_every_needle=False, seed=0)
+    every = training_sequences(tokenizer, rows, ask_every_needle=True, seed=0)
+    assert plain["context_lengths"] == every["context_lengths"] == [48] * 4
+    for index, row in enumerate(rows):
+        first = tokenizer.convert_ids_to_tokens(plain["sequences"][index])
+        assert [first[p] for p in plain["answer_positions"][index]] == row["answers"]
+        assert first[-len(row["answers"]) - 1] == row["asked"][-1]
+        if row["kind"] == "multikey":  # then each needle once, each answer after its key
+            words = tokenizer.convert_ids_to_tokens(every["sequences"][index])
+            asked = every["answer_positions"][index][1:]
+            assert sorted(words[p] for p in asked) == sorted(row["needle_values"])
+            for p in asked:
+                assert row["needle_values"][row["needle_keys"].index(words[p - 1])] == words[p]
+        else:  # a key shared by two needles is asked only as the item asks it
+            assert every["sequences"][index] == plain["sequences"][index]
+    ids, mask, labels = padded_batch(every["sequences"], every["answer_positions"], 0)
+    assert mask.sum(1).tolist() == [len(s) for s in every["sequences"]]
+    for row, positions in enumerate(every["answer_positions"]):
+        kept = (labels[row] != IGNORE).nonzero().flatten().tolist()
+        assert kept == positions and labels[row, kept].tolist() == ids[row, kept].tolist()
