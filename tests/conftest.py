@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -397,6 +398,28 @@ def run_demo_stage(root: Path, monkeypatch, body, metrics: dict) -> None:
     )
     monkeypatch.setattr(stage_module, "find_stage", lambda name: demo)
     run_stage("demo.train", root=root)
+
+
+def word_level_tokenizer(words: str, folder: Path, pair: bool = False) -> Any:
+    """A word-level [CLS] … [SEP] tokenizer over `words`, saved in `folder` as transformers'
+    PreTrainedTokenizerFast (for tiny models built from a config)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+
+    from tasks.core.tokenizer import fast_tokenizer
+
+    tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer.train_from_iterator([words], trainers.WordLevelTrainer(special_tokens=special))
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B [SEP]" if pair else None,
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
+    )
+    fast = fast_tokenizer(tokenizer)
+    fast.save_pretrained(folder)
+    return fast
 
 
 def free_port() -> int:

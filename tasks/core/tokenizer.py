@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
@@ -58,11 +58,12 @@ def train_tokenizer(
     return tokenizer
 
 
-def fast_tokenizer_files(tokenizer: Tokenizer) -> Folder:
-    """The files `PreTrainedTokenizerFast.save_pretrained` writes, as an output folder."""
+def fast_tokenizer(tokenizer: Tokenizer) -> Any:
+    """A `tokenizers` tokenizer as transformers' PreTrainedTokenizerFast with our special
+    tokens ([PAD], [UNK], [CLS], [SEP], [MASK])."""
     from transformers import PreTrainedTokenizerFast
 
-    fast = PreTrainedTokenizerFast(
+    return PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token="[PAD]",
         unk_token="[UNK]",
@@ -70,6 +71,11 @@ def fast_tokenizer_files(tokenizer: Tokenizer) -> Folder:
         sep_token="[SEP]",
         mask_token="[MASK]",
     )
+
+
+def fast_tokenizer_files(tokenizer: Tokenizer) -> Folder:
+    """The files `PreTrainedTokenizerFast.save_pretrained` writes, as an output folder."""
+    fast = fast_tokenizer(tokenizer)
     with tempfile.TemporaryDirectory() as folder:
         fast.save_pretrained(folder)
         return Folder({p.name: p.read_bytes() for p in Path(folder).iterdir() if p.is_file()})

@@ -25,6 +25,7 @@ from tasks.core import tracking, training
 from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage, StageContext
+from tasks.core.tokenizer import fast_tokenizer
 from tasks.core.train_loop import STATE_FILE
 from tasks.kvcache.lm import build_tokenizer, llama_config
 from tasks.kvcache.needles import question
@@ -35,19 +36,6 @@ from tasks.kvcache.train_loop import train_loop
 log = get_logger("paperline.kvcache.train")
 DATA = "data/processed/kvcache"
 MODEL_DIR = "models/kvcache"
-
-
-def fast_tokenizer(tokenizer: Any) -> Any:
-    from transformers import PreTrainedTokenizerFast
-
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
 
 
 def training_sequences(

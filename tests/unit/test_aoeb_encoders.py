@@ -23,6 +23,7 @@ from tasks.aoeb.metrics import retrieval_scores
 from tasks.core.errors import InputError
 from tasks.core.io import commit_outputs
 from tasks.core.text_encoders import BM25Encoder, EncoderParams, ImageEncoder, TransformersEncoder
+from tests.conftest import word_level_tokenizer
 
 VOCABULARY = (
     "the cat sat on mat dog ran in park bake bread at home stock prices fell sharply how to "
@@ -41,27 +42,10 @@ def text_task(corpus: dict[str, str], queries: dict[str, str], qrels, candidates
 @pytest.fixture(scope="module")
 def tiny_bert(tmp_path_factory) -> Path:
     """A randomly initialised 2-layer BERT and a word-level tokenizer, saved as a folder."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from transformers import BertConfig, BertModel
 
     folder = tmp_path_factory.mktemp("tiny-bert")
-    tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer.train_from_iterator([VOCABULARY], trainers.WordLevelTrainer(special_tokens=special))
-    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
-    )
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    )
-    fast.save_pretrained(folder)
+    fast = word_level_tokenizer(VOCABULARY, folder)
     config = BertConfig(
         vocab_size=len(fast),
         hidden_size=32,

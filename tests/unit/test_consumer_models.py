@@ -15,6 +15,7 @@ import pytest
 
 from tasks.core import consumer, tracking, training
 from tasks.core.errors import UserError
+from tests.conftest import word_level_tokenizer
 
 CARD = tracking.ModelCard(
     name="tiny", summary="s", training_data="t", intended_use="u", limitations="l"
@@ -67,28 +68,8 @@ def registered(store, name: str, log) -> object:
 
 @pytest.fixture(scope="module")
 def tokenizer_folder(tmp_path_factory) -> Path:
-    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
     folder = tmp_path_factory.mktemp("tokenizer")
-    tokenizer = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-    tokenizer.train_from_iterator([WORDS], trainers.WordLevelTrainer(special_tokens=special))
-    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]",
-        pair="[CLS] $A [SEP] $B [SEP]",
-        special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
-    )
-    PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        pad_token="[PAD]",
-        unk_token="[UNK]",
-        cls_token="[CLS]",
-        sep_token="[SEP]",
-        mask_token="[MASK]",
-    ).save_pretrained(folder)
+    word_level_tokenizer(WORDS, folder, pair=True)
     return folder
 
 
