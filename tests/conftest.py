@@ -289,9 +289,7 @@ class SessionRay:
 
         if self.local is None:
             folder = Path(tempfile.mkdtemp(prefix="pl-tests-ray-"))
-            # 4 logical CPUs on 2 cores: two stages run side by side (tests/reproduced.py),
-            # and each may hold 2 at once (a training worker and its data reads)
-            self.local = LocalRay(folder, RayParams(num_cpus=4), export=False)
+            self.local = LocalRay(folder, RayParams(num_cpus=2), export=False)
         self.local.start()
         return self.local.env
 
@@ -311,8 +309,7 @@ def stop_session_ray():
 
 
 def dvc(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    command = [a for a in args if a != "--wait-for-lock"]
-    runs_stages = command[:1] == ["repro"] or command[:2] == ["exp", "run"]
+    runs_stages = args[:1] == ("repro",) or args[:2] == ("exp", "run")
     return subprocess.run(
         [str(BIN / "dvc"), *args],
         cwd=cwd,

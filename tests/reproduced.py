@@ -11,10 +11,6 @@ restore their outputs but not those registrations).
 A failed stage stops only what needs it: `dvc repro --keep-going` finishes the stages beside
 it, and every later request that needs the failed stage fails at once with its error.
 
-A copy's stages run as the DAG's independent branches side by side (`jobs` concurrent
-`dvc --wait-for-lock repro` runs: DVC releases its repo lock while a stage's command runs
-and locks only that stage's paths), then the stages that join branches (the report).
-
 With a `registry` file the copies are shared by every process of the session (pytest-xdist
 workers): the copies made so far and the failures are kept there, and a request holds the
 registry's file lock while it builds, so a worker that needs a copy another worker is
@@ -25,11 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -37,13 +31,7 @@ from typing import NamedTuple
 import pytest
 from filelock import FileLock
 
-from tasks.core.dvc_stages import (
-    StageInfo,
-    area_stages,
-    dvc_name,
-    pipeline_stages,
-    stale_stages,
-)
+from tasks.core.dvc_stages import area_stages, dvc_name, pipeline_stages, stale_stages
 
 
 @dataclass(frozen=True)
@@ -66,16 +54,6 @@ class Repro:
             later.returncode,
             self.stdout + later.stdout,
             self.stderr + later.stderr,
-        )
-
-    @classmethod
-    def beside(cls, runs: list[Repro]) -> Repro:
-        """Runs made side by side as one: failed when any failed."""
-        return cls(
-            [run.args for run in runs],
-            next((run.returncode for run in runs if run.returncode), 0),
-            "".join(run.stdout for run in runs),
-            "".join(run.stderr for run in runs),
         )
 
 
@@ -104,7 +82,6 @@ class ReproducedCopies:
         fresh_copy: Callable[[Path], Path],
         dvc: Callable[..., subprocess.CompletedProcess],
         registry: Path | None = None,
-        jobs: int = 2,
     ):
         self.repo = repo
         self.new_folder = new_folder  # an empty folder, named after the areas
@@ -114,7 +91,6 @@ class ReproducedCopies:
         self.failed: dict[str, str] = {}  # stage → the error of the repro it failed in
         self.needs: dict[str, frozenset[str]] = {}  # area → its stages and their upstream
         self.registry = registry  # JSON shared by the session's processes (None: this one)
-        self.jobs = jobs  # `dvc repro` runs side by side
 
     def areas(self) -> list[str]:
         return sorted({stage.area for stage in pipeline_stages(self.repo)})
@@ -152,7 +128,8 @@ class ReproducedCopies:
             self.fresh_copy(root)
         else:
             copy_built(base.reproduced.root, root)
-        result = self.repro(root, wanted - done_in(base))
+        ran = self.dvc("repro", "--keep-going", *sorted(wanted - done_in(base)), cwd=root)
+        result = Repro.of(ran)
         done = wanted | done_in(base)
         if result.returncode != 0:
             stale = {dvc_name(name) for name in stale_stages(root)}
@@ -162,20 +139,6 @@ class ReproducedCopies:
             result = base.reproduced.result.then(result)
         self.built.append(Built(Reproduced(root, result), done))
         return self.built[-1].reproduced
-
-    def repro(self, root: Path, targets: frozenset[str]) -> Repro:
-        """`dvc repro --keep-going` of `targets`: independent branches side by side, then
-        the stages that join them (not run when a branch failed: they stay stale)."""
-        groups, joins = side_by_side(pipeline_stages(root), targets, self.jobs)
-
-        def run(names: list[str]) -> Repro:
-            return Repro.of(self.dvc("--wait-for-lock", "repro", "--keep-going", *names, cwd=root))
-
-        with ThreadPoolExecutor(max(len(groups), 1)) as pool:
-            result = Repro.beside(list(pool.map(run, groups)))
-        if joins and result.returncode == 0:
-            result = result.then(run(joins))
-        return result
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -200,47 +163,6 @@ class ReproducedCopies:
                 f"{self.failed[failed[0]]}",
                 pytrace=False,
             )
-
-
-def side_by_side(
-    stages: list[StageInfo], targets: frozenset[str], jobs: int
-) -> tuple[list[list[str]], list[str]]:
-    """`targets` (DVC names) as at most `jobs` groups that share no stage to run, each in
-    DAG order, and the stages that join groups (a last stage whose direct upstream lies in
-    several branches, like the report): DVC runs each group's upstream stages itself."""
-    names = {s.dvc_name: s for s in stages if s.dvc_name in targets}
-    producers = {out: s.dvc_name for s in names.values() for out in s.outs}
-
-    def producer(dep: str) -> str | None:
-        return producers.get(dep) or next(
-            (p for out, p in producers.items() if dep.startswith(out + os.sep)), None
-        )
-
-    upstream = {n: {p for d in s.deps if (p := producer(d)) and p != n} for n, s in names.items()}
-    last = {n for n in names if not any(n in ups for ups in upstream.values())}
-    branch = {n: n for n in names}  # union-find over the stages that are not last
-
-    def root_of(n: str) -> str:
-        while branch[n] != n:
-            n = branch[n]
-        return n
-
-    for n in names.keys() - last:
-        for p in upstream[n]:
-            branch[root_of(p)] = root_of(n)
-    joins = [n for n in last if len({root_of(p) for p in upstream[n]}) > 1]
-    for n in last:
-        if n not in joins and upstream[n]:
-            branch[n] = root_of(next(iter(upstream[n])))
-    members: dict[str, list[str]] = {}
-    for n in names:
-        if n not in joins:
-            members.setdefault(root_of(n), []).append(n)
-    groups: list[list[str]] = [[] for _ in range(max(1, min(jobs, len(members))))]
-    for member in sorted(members.values(), key=len, reverse=True):
-        min(groups, key=len).extend(member)
-    order = [s.dvc_name for s in stages]
-    return [sorted(g, key=order.index) for g in groups if g], sorted(joins, key=order.index)
 
 
 def done_in(base: Built | None) -> frozenset[str]:

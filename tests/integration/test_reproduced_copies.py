@@ -9,9 +9,8 @@ import textwrap
 
 import pytest
 
-from tasks.core.dvc_stages import StageInfo
 from tests.conftest import dvc, git_commit_all
-from tests.reproduced import ReproducedCopies, side_by_side
+from tests.reproduced import ReproducedCopies
 
 pytestmark = pytest.mark.integration
 
@@ -122,30 +121,3 @@ def test_a_second_process_reads_the_copies_and_failures_the_first_made(copies):
     assert "Running stage 'c-three'" in other.reproduce("c").result.stdout
     with pytest.raises(pytest.fail.Exception, match="dvc repro failed for a-alone"):
         other.reproduce("a")  # known to fail: not run again
-
-
-def stage(name, deps=(), outs=()):
-    return StageInfo(f"{name}.{name}", name, tuple(deps), tuple(outs), ())
-
-
-def test_independent_branches_run_side_by_side_and_the_join_after():
-    stages = [
-        stage("x1", outs=["x1.out"]),
-        stage("y1", outs=["y1.out"]),
-        stage("x2", deps=["x1.out", "params.yaml"], outs=["x2"]),
-        stage("y2", deps=["y1.out"], outs=["y2.out"]),
-        stage("z", outs=["z.out"]),
-        stage("leaf", deps=["x2/part.parquet"], outs=["leaf.out"]),  # last, one branch
-        stage("report", deps=["x2", "y2.out", "z.out"], outs=["report.md"]),
-    ]
-    every = frozenset(s.dvc_name for s in stages)
-    groups, joins = side_by_side(stages, every, jobs=2)
-    assert joins == ["report"]
-    assert sorted(map(sorted, groups)) == [["leaf", "x1", "x2"], ["y1", "y2", "z"]]
-    assert groups[0] == ["x1", "x2", "leaf"]  # in DAG order
-    # one job: one group; without the report, nothing joins
-    assert side_by_side(stages, every, jobs=1) == (
-        [["x1", "y1", "x2", "y2", "z", "leaf"]],
-        ["report"],
-    )
-    assert side_by_side(stages, every - {"report"}, jobs=2)[1] == []
