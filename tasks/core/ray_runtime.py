@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core import jit_cache, ray_cluster
-from tasks.core.errors import WorkerFailure
+from tasks.core.errors import ServiceError, WorkerFailure
 from tasks.core.params import RayParams
 
 _budget = {"max_retries": RayParams().max_retries}  # set by init_ray from params
@@ -30,7 +31,8 @@ LOCAL_WORKER_SETUP = {"worker_process_setup_hook": "tasks.core.ray_runtime.quiet
 # One machine has no node to lose: Ray Train's PreemptionWatcher actor (one per fit) would
 # only log an error about its own restart settings (ray-project/ray#53727). Ray Train's
 # controller polls its workers every 2 s and notices a finished fit only at the next poll;
-# locally a poll is a cheap actor call, and 0.25 s saves ~3 s of every fit.
+# locally a poll is a cheap actor call, and 0.25 s saves ~1.6 s of every fit
+# (benchmarks/ray_train_start.py).
 SINGLE_NODE_ENV = {
     "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
     "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25",
@@ -59,6 +61,7 @@ def init_ray(params: RayParams) -> Any:
     else:
         runtime_env = {"env_vars": env_vars}  # a cluster: its nodes may not have our code
     if address:
+        require_reachable(address)
         # the system config of a running instance was set when it started: not passed here
         ray.init(address=address, runtime_env=runtime_env, **quiet)
     else:
@@ -74,6 +77,22 @@ def init_ray(params: RayParams) -> Any:
             **quiet,
         )
     return ray.get_runtime_context()
+
+
+def require_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in one line when RAY_ADDRESS names a host:port nothing listens on: `ray.init`
+    would otherwise wait for that GCS without end. ("auto" and names without a port are
+    left to Ray.)"""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as error:
+        raise ServiceError(
+            f"RAY_ADDRESS={address}: no Ray cluster answers there ({error.strerror or error}); "
+            "start it (`ray start --head`) or unset RAY_ADDRESS to use a local instance"
+        ) from None
 
 
 def quiet_worker_logs() -> None:
@@ -161,10 +180,11 @@ def map_table(
     # blocks go into the object store ahead of their tasks, while the workers are busy, so a
     # worker that frees up gets its next block at once rather than after the driver copies it
     staged: deque[Any] = deque()
+    lookahead = 2 * num_workers if num_workers else len(starts)  # uncapped: stage them all
     refs: list[Any] = []
     in_flight: list[Any] = []
     while starts or staged:
-        while starts and len(staged) < 2 * (num_workers or len(starts)):
+        while starts and len(staged) < lookahead:
             staged.append(ray.put(table.slice(starts.popleft(), batch_size)))
         if num_workers and len(in_flight) >= num_workers:
             _, in_flight = ray.wait(in_flight, num_returns=1)

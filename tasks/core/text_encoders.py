@@ -12,6 +12,7 @@ Kinds (`EncoderParams`: name, kind, options):
 
 from __future__ import annotations
 
+import abc
 import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property
@@ -151,7 +152,7 @@ class BM25Encoder:
         return np.asarray(scores if pool is None else scores[np.asarray(pool, np.int64)])
 
 
-class _TextEmbedder:
+class _TextEmbedder(abc.ABC):
     """What the dense text encoders share: prefixes, instructions, the fingerprint."""
 
     kind = ""
@@ -178,8 +179,9 @@ class _TextEmbedder:
     def encode_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed([self.options.document_prefix + t for t in texts])
 
+    @abc.abstractmethod
     def embed(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
+        """One unit vector per text (each subclass loads and pools its own model)."""
 
 
 class SentenceTransformerEncoder(_TextEmbedder):

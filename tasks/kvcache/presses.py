@@ -27,6 +27,7 @@ Scorers (kvpress's, the ManifoldKV variants from the author's description):
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import math
 from collections.abc import Callable, Iterator
@@ -65,7 +66,7 @@ def gather_positions(states: torch.Tensor, indices: torch.Tensor) -> torch.Tenso
 
 
 @dataclass
-class ScorerPress:
+class ScorerPress(abc.ABC):
     """kvpress's ScorerPress: `score` every key, keep the top `int(T · (1 − ratio))`."""
 
     compression_ratio: float = 0.0
@@ -74,6 +75,7 @@ class ScorerPress:
         if not 0 <= self.compression_ratio < 1:
             raise UserError(f"compression ratio {self.compression_ratio} is outside [0, 1)")
 
+    @abc.abstractmethod
     def score(
         self,
         module: Any,
@@ -83,7 +85,7 @@ class ScorerPress:
         attentions: torch.Tensor | None,
         kwargs: dict[str, Any],
     ) -> torch.Tensor:
-        raise NotImplementedError
+        """A score per key (batch, heads, positions): each press says which keys matter."""
 
     def compress(
         self,

@@ -241,3 +241,26 @@ def test_a_stale_ray_address_file_does_not_stop_a_local_start(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_a_dead_ray_address_fails_the_stage_in_one_line(repo_copy):
+    """RAY_ADDRESS naming a port nothing listens on: `ray.init` would wait for that GCS
+    without end; the stage ends at once with one line naming the address."""
+    dead = f"127.0.0.1:{free_port()}"
+    outputs = repo_copy / "models" / "deltastack"
+    before = sorted((p, p.stat().st_mtime_ns) for p in outputs.rglob("*"))
+    started = time.monotonic()
+    done = subprocess.run(
+        [str(BIN / "paperline"), "stage", "deltastack.study"],
+        cwd=repo_copy,
+        env={**os.environ, "RAY_ADDRESS": dead},
+        capture_output=True,
+        text=True,
+        timeout=BOUND_SECONDS,
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"RAY_ADDRESS={dead}" in lines[0], done.stderr[-2000:]
+    assert "unset RAY_ADDRESS" in lines[0]
+    assert time.monotonic() - started < BOUND_SECONDS / 2
+    assert sorted((p, p.stat().st_mtime_ns) for p in outputs.rglob("*")) == before
