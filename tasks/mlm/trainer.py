@@ -15,7 +15,7 @@ from typing import Any
 
 from tasks.core.errors import InputError
 from tasks.core.io import read_json
-from tasks.core.ray_runtime import read_parquet_dataset
+from tasks.core.ray_runtime import parquet_dataset_in_memory, read_parquet_dataset
 from tasks.core.ray_train import fit_torch
 from tasks.mlm.params import MlmParams, training_phase
 
@@ -95,17 +95,19 @@ def loop_config(
 
 
 def phase_dataset(plan: PhasePlan, params: MlmParams) -> Any:
-    """The phase's shards as a Ray dataset (read once, not per epoch, with cache_dataset)."""
-    dataset = read_shards(plan.shard_dir)
-    return dataset.materialize() if params.training.cache_dataset else dataset
+    """The phase's shards as a Ray dataset: held in memory (read once, not per epoch) with
+    cache_dataset, else streamed from the files each epoch."""
+    return read_shards(plan.shard_dir, in_memory=params.training.cache_dataset)
 
 
-def read_shards(folder: Path) -> Any:
+def read_shards(folder: Path, in_memory: bool = True) -> Any:
     import ray.data
 
     data_context = ray.data.DataContext.get_current()
     data_context.execution_options.preserve_order = True  # batches in file order: resumable
     data_context.enable_progress_bars = False  # the training loop logs its own progress
+    if in_memory:
+        return parquet_dataset_in_memory(folder, ["input_ids"])
     return read_parquet_dataset(folder, ["input_ids"])
 
 

@@ -58,7 +58,7 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
     parent = client.create_run(experiment, run_name="pretrain-asha", tags=lineage).info.run_id
     plan = trainer.plan_phase("pretrain", trial_params(mlm, 1.0, 0), shards)
     # one in-memory copy for every trial: no read tasks competing with the trials for CPUs
-    dataset = trainer.read_shards(shards).materialize()
+    dataset = trainer.read_shards(shards)
     storage = state_dir(root) / "ray" / "tune" / "mlm"
 
     ctx = StageContext.at(root, params.runtime)
