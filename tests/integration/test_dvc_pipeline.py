@@ -36,11 +36,11 @@ def test_params_change_makes_stage_stale(repo_copy):
 
 
 def test_area_flow_runs_in_process(repo_copy, prefect_harness):
-    from flows.dvc_flows import corpus
+    from flows.dvc_flows import deltastack  # the smallest area: one stage, no upstream
 
-    names = [s.name for s in pipeline_stages(repo_copy) if s.area == "corpus"]
-    assert corpus(root=str(repo_copy)) == dict.fromkeys(names, True)
-    assert corpus(root=str(repo_copy)) == dict.fromkeys(names, False)
+    names = [s.name for s in pipeline_stages(repo_copy) if s.area == "deltastack"]
+    assert deltastack(root=str(repo_copy)) == dict.fromkeys(names, True)
+    assert deltastack(root=str(repo_copy)) == dict.fromkeys(names, False)
 
 
 def toy_dag(tmp_path):

@@ -1,10 +1,12 @@
-"""`paperline flow serve NAME --cron …` registers a scheduled deployment and runs it."""
+"""`paperline flow serve NAME --cron …` registers a scheduled deployment and runs it (on the
+smallest area, deltastack: one stage, no upstream)."""
 
 import subprocess
 import time
 
 import pytest
 
+from tasks.core.dvc_stages import stale_stages
 from tests.conftest import BIN
 
 pytestmark = pytest.mark.integration
@@ -22,7 +24,7 @@ def test_served_flow_has_its_schedule_and_runs(repo_copy, prefect_harness):
         "PREFECT_RUNNER_POLL_FREQUENCY": "2",
     }
     server = subprocess.Popen(
-        [str(BIN / "paperline"), "flow", "serve", "corpus", "--cron", "0 4 * * *"],
+        [str(BIN / "paperline"), "flow", "serve", "deltastack", "--cron", "0 4 * * *"],
         cwd=repo_copy,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -36,14 +38,14 @@ def test_served_flow_has_its_schedule_and_runs(repo_copy, prefect_harness):
             while deployment is None and time.monotonic() < deadline:
                 assert server.poll() is None, server.stderr.read()
                 try:
-                    deployment = client.read_deployment_by_name("corpus/corpus-served")
+                    deployment = client.read_deployment_by_name("deltastack/deltastack-served")
                 except Exception:  # not registered yet
                     time.sleep(1)
             assert deployment is not None, "the served deployment never appeared"
             assert [s.schedule.cron for s in deployment.schedules] == ["0 4 * * *"]
             # the runner imports this to run the flow: the area's flow, built from dvc.yaml
             # (a path relative to the cwd, to wherever the `flows` package was imported from)
-            assert deployment.entrypoint.endswith("flows/dvc_flows.py:corpus")
+            assert deployment.entrypoint.endswith("flows/dvc_flows.py:deltastack")
 
             run = client.create_flow_run_from_deployment(deployment.id)
             while time.monotonic() < deadline + 120:
@@ -55,4 +57,5 @@ def test_served_flow_has_its_schedule_and_runs(repo_copy, prefect_harness):
     finally:
         server.terminate()
         server.wait(timeout=30)
-    assert (repo_copy / "data" / "interim" / "corpus" / "docs.parquet").exists()
+    # the run reproduced the area's stage (the copy's smaller params had made it stale)
+    assert stale_stages(repo_copy).get("deltastack.study") is None
