@@ -109,7 +109,7 @@ SMALL_PARAMS = {
     "kg": {
         "qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
         "examples": {"languages_per_path": 1},
-        "detector": {"epochs": 1, "batch_size": 32},
+        "detector": {"epochs": 0.5, "batch_size": 32},
         "answerer": {"steps": 60, "log_every": 30},
         "eval": {"max_items": 40},
     },
@@ -245,17 +245,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """xdist's scope scheduling with the e2e tests as one unit, the largest, so one worker
-    takes them first and builds the whole-DAG copy they share; every other test is its own
-    unit, handed out in collection order to whichever worker is free. (xdist's own
-    `xdist_group` marker names groups through a node attribute pytest 9 no longer reads.)"""
+    """xdist's scope scheduling with the two whole-pipeline tests as one unit, the largest, so
+    one worker takes them first and builds the whole-DAG copy while the other runs the tests
+    that need no copy; every other test, e2e included, is a unit of its own, handed out in
+    collection order to whichever worker is free, so both workers share the tests that read
+    the copies once they exist. (xdist's own `xdist_group` marker names groups through a
+    node attribute pytest 9 no longer reads.)"""
     from xdist.scheduler import LoadScopeScheduling
 
-    class EndToEndTogether(LoadScopeScheduling):
+    class WholeDagFirst(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return "e2e" if nodeid.startswith("tests/e2e/") else nodeid
+            return WHOLE_DAG_FIRST if nodeid.startswith(WHOLE_DAG_FIRST) else nodeid
 
-    return EndToEndTogether(config, log)
+    return WholeDagFirst(config, log)
+
+
+WHOLE_DAG_FIRST = "tests/e2e/test_pipeline_repro.py"
 
 
 @pytest.fixture(autouse=True)
