@@ -109,7 +109,7 @@ SMALL_PARAMS = {
     "kg": {
         "qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
         "examples": {"languages_per_path": 1},
-        "detector": {"epochs": 0.5, "batch_size": 32},
+        "detector": {"epochs": 1, "batch_size": 32},
         "answerer": {"steps": 60, "log_every": 30},
         "eval": {"max_items": 40},
     },

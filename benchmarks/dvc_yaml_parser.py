@@ -1,0 +1,55 @@
+"""DVC commands with ruamel.yaml's C parser vs its pure-Python parser.
+
+DVC reads dvc.yaml and dvc.lock with ruamel.yaml's safe loader on every command. Since
+ruamel.yaml 0.19 the C parser is an extra (`ruamel.yaml[oldlibyaml]`, which pyproject.toml
+asks for); without it ruamel falls back to pure Python. Each run is a fresh process, so
+imports count as they do for a user: `dvc status` on this repository, and the check a
+Prefect flow makes per stage (`reproduce_stage`, in one process, over every stage).
+
+    .venv/bin/python benchmarks/dvc_yaml_parser.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PURE = "import sys; sys.modules['_ruamel_yaml'] = None  # ruamel falls back to pure Python\n"
+STATUS = "from dvc.repo import Repo\nwith Repo('.') as repo: repo.status()\n"
+FLOW_CHECKS = (
+    "from tasks.core.dvc_stages import pipeline_stages, stale_stages, reproduce_stage\n"
+    "stale = stale_stages()\n"
+    "for stage in pipeline_stages():\n"
+    "    if stage.name not in stale: reproduce_stage(stage.name)  # up to date: DVC skips it\n"
+)
+
+
+def timed(code: str) -> float:
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    repeats = parser.parse_args().repeats
+    import ruamel.yaml.main
+
+    if ruamel.yaml.main.CParser is None:
+        sys.exit("ruamel.yaml's C parser is not installed: `make setup` installs it")
+    lock, spec = (ROOT / "dvc.lock").stat().st_size, (ROOT / "dvc.yaml").stat().st_size
+    print(f"dvc.yaml {spec / 1024:.0f} KiB, dvc.lock {lock / 1024:.0f} KiB; median of {repeats}")
+    for label, code in (("dvc status", STATUS), ("flow check of every stage", FLOW_CHECKS)):
+        pure = statistics.median(timed(PURE + code) for _ in range(repeats))
+        c = statistics.median(timed(code) for _ in range(repeats))
+        print(f"{label:28s} pure Python {pure:6.2f} s   C parser {c:6.2f} s   {pure / c:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
