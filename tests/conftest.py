@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.reproduced import Reproduced, ReproducedCopies, copy_built
+from tests.reproduced import Reproduced, ReproducedCopies
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -368,30 +368,6 @@ aoeb_reproduced = area_fixture("aoeb")
 cmipref_reproduced = area_fixture("cmipref")
 tabular_reproduced = area_fixture("tabular")
 kvcache_reproduced = area_fixture("kvcache")
-
-
-def writable(reproduced: Reproduced, target: Path) -> Path:
-    """A copy of `reproduced` with its own Prefect and MLflow ports, every stage fresh."""
-    import yaml
-
-    root = copy_built(reproduced.root, target)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    for service in ("prefect", "mlflow"):
-        params["runtime"]["services"][service]["port"] = free_port()
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
-    return root
-
-
-@pytest.fixture
-def corpus_product(corpus_reproduced, tmp_path):
-    """A writable copy with the corpus stages reproduced."""
-    return writable(corpus_reproduced, tmp_path / "repo")
-
-
-@pytest.fixture
-def cmipref_product(cmipref_reproduced, tmp_path):
-    """A writable copy with the cmipref stages (and their upstream) reproduced."""
-    return writable(cmipref_reproduced, tmp_path / "repo")
 
 
 def run_cli(
