@@ -4,7 +4,8 @@ DVC reads dvc.yaml and dvc.lock with ruamel.yaml's safe loader on every command.
 ruamel.yaml 0.19 the C parser is an extra (`ruamel.yaml[oldlibyaml]`, which pyproject.toml
 asks for); without it ruamel falls back to pure Python. Each run is a fresh process, so
 imports count as they do for a user: `dvc status` on this repository, and the check a
-Prefect flow makes per stage (`reproduce_stage`, in one process, over every stage).
+Prefect flow makes per stage (`reproduce_stage`, in one process, over every stage that is
+up to date; stale ones would run, so they are left out: time it where `dvc status` is clean).
 
     .venv/bin/python benchmarks/dvc_yaml_parser.py [--repeats 3]
 """
