@@ -13,11 +13,11 @@ up to date; stale ones would run, so they are left out: time it where `dvc statu
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _timing import timed  # benchmarks/_timing.py: the script's folder is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 PURE = "import sys; sys.modules['_ruamel_yaml'] = None  # ruamel falls back to pure Python\n"
@@ -30,10 +30,8 @@ FLOW_CHECKS = (
 )
 
 
-def timed(code: str) -> float:
-    started = time.perf_counter()
+def run(code: str) -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True)
-    return time.perf_counter() - started
 
 
 def main() -> None:
@@ -45,10 +43,13 @@ def main() -> None:
     if ruamel.yaml.main.CParser is None:
         sys.exit("ruamel.yaml's C parser is not installed: `make setup` installs it")
     lock, spec = (ROOT / "dvc.lock").stat().st_size, (ROOT / "dvc.yaml").stat().st_size
-    print(f"dvc.yaml {spec / 1024:.0f} KiB, dvc.lock {lock / 1024:.0f} KiB; median of {repeats}")
+    print(
+        f"dvc.yaml {spec / 1024:.0f} KiB, dvc.lock {lock / 1024:.0f} KiB; "
+        f"median of {repeats} after a warm-up"
+    )
     for label, code in (("dvc status", STATUS), ("flow check of every stage", FLOW_CHECKS)):
-        pure = statistics.median(timed(PURE + code) for _ in range(repeats))
-        c = statistics.median(timed(code) for _ in range(repeats))
+        pure = timed(lambda code=code: run(PURE + code), repeats)
+        c = timed(lambda code=code: run(code), repeats)
         print(f"{label:28s} pure Python {pure:6.2f} s   C parser {c:6.2f} s   {pure / c:.2f}x")
 
 
