@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.reproduced import Reproduced, ReproducedCopies
+from tests.reproduced import Reproduced, ReproducedCopies, standalone_areas
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -239,9 +239,22 @@ def git_commit_all(root: Path, message: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that need no `dvc repro` copy first: under xdist (`make test`: -n 2, see
-    pytest_xdist_make_scheduler) one worker runs them while the other builds the copies."""
-    items.sort(key=lambda item: "reproduced_copies" in getattr(item, "fixturenames", ()))
+    """The tests that need no `dvc repro` copy first, then those of the standalone areas, then
+    the rest: under xdist (`make test`: -n 2, see pytest_xdist_make_scheduler) one worker runs
+    them in that order while the other builds the whole DAG, standalone areas first
+    (`reproduced`), so their tests find their stages built when that worker reaches them."""
+    standalone = set(standalone_areas(REPO))
+
+    def order(item: pytest.Item) -> int:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "reproduced_copies" not in fixtures:
+            return 0
+        areas = {
+            name.removesuffix("_reproduced") for name in fixtures if name.endswith("_reproduced")
+        }
+        return 1 if areas and areas <= standalone and "reproduced" not in fixtures else 2
+
+    items.sort(key=order)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
@@ -345,7 +358,10 @@ def reproduced_copies(tmp_path_factory) -> ReproducedCopies:
 @pytest.fixture(scope="session")
 def reproduced(reproduced_copies) -> Reproduced:
     """The whole DAG reproduced (every area, models included) and the runs' output: for the
-    tests that need every stage; a test of one area asks `reproduced_copies` for its area."""
+    tests that need every stage; a test of one area asks `reproduced_copies` for its area.
+    Built in two steps: the standalone areas first, in a copy the whole DAG then grows from,
+    which the other worker's tests of those areas read while the rest is built."""
+    reproduced_copies.reproduce(*reproduced_copies.standalone_areas())
     return reproduced_copies.reproduce(*reproduced_copies.areas())
 
 

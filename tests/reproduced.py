@@ -12,17 +12,20 @@ A failed stage stops only what needs it: `dvc repro --keep-going` finishes the s
 it, and every later request that needs the failed stage fails at once with its error.
 
 With a `registry` file the copies are shared by every process of the session (pytest-xdist
-workers): the copies made so far and the failures are kept there, and a request holds the
-registry's file lock while it builds, so a worker that needs a copy another worker is
-building waits for it instead of building it again.
+workers): the copies made so far, the builds under way and the failures are kept there. The
+registry's file lock is held only to read and update it, never during a build: a request
+that a build under way will satisfy waits for it instead of building it again, and any other
+request builds at once, so a worker is never held up by a build it does not need.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -68,6 +71,24 @@ class Built:
     done: frozenset[str]  # DVC stage names up to date in the copy
 
 
+@dataclass(frozen=True)
+class Building:
+    """A build under way: the copy, the stages it will hold, the process building it."""
+
+    root: Path
+    wanted: frozenset[str]
+    pid: int
+    areas: tuple[str, ...] = ()
+    base_index: int | None = None  # the copy it starts from, in `built` (which only grows)
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False  # its process died mid-build: nobody will finish it
+        return True
+
+
 def copy_built(source: Path, target: Path) -> Path:
     """A copy of a reproduced repo without its local service state (ports and pids)."""
     shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(".paperline"))
@@ -90,10 +111,15 @@ class ReproducedCopies:
         self.built: list[Built] = []
         self.failed: dict[str, str] = {}  # stage → the error of the repro it failed in
         self.needs: dict[str, frozenset[str]] = {}  # area → its stages and their upstream
+        self.building: list[Building] = []
         self.registry = registry  # JSON shared by the session's processes (None: this one)
+        self.poll_s = 1.0
 
     def areas(self) -> list[str]:
         return sorted({stage.area for stage in pipeline_stages(self.repo)})
+
+    def standalone_areas(self) -> list[str]:
+        return standalone_areas(self.repo)
 
     def needed(self, area: str) -> frozenset[str]:
         if area not in self.needs:
@@ -105,40 +131,75 @@ class ReproducedCopies:
     def reproduce(self, *areas: str) -> Reproduced:
         """A copy holding every stage of `areas` and their upstream, reproduced."""
         wanted = frozenset().union(*(self.needed(area) for area in areas))
-        with self.shared():
-            reproduced = self.find_or_build(areas, wanted)
+        while (step := self.next_step(areas, wanted)) is None:
+            time.sleep(self.poll_s)  # a build under way will hold these stages
+        found = self.build(step) if isinstance(step, Building) else step
         self.stop_if_failed(wanted)
-        assert reproduced is not None
-        return reproduced
+        return found
 
-    def find_or_build(self, areas: tuple[str, ...], wanted: frozenset[str]) -> Reproduced | None:
+    def next_step(
+        self, areas: tuple[str, ...], wanted: frozenset[str]
+    ) -> Reproduced | Building | None:
+        """A copy that holds `wanted`, else a build of it claimed by this process, else None
+        (wait: a build under way will hold it); a stage known to fail fails the test here."""
+        with self.shared():
+            found = self.find(wanted)
+            if found is not None:
+                return found
+            self.stop_if_failed(wanted)
+            if any(wanted <= build.wanted for build in self.building):
+                return None
+            return self.claim(areas, wanted)
+
+    def find(self, wanted: frozenset[str]) -> Reproduced | None:
         for built in self.built:
             if wanted <= built.done:
                 return built.reproduced
-        if wanted & set(self.failed):
-            return None  # known to fail: stop_if_failed says why
-        # the copy that holds most of the needed stages, then the one with the fewest others
+        return None
+
+    def claim(self, areas: tuple[str, ...], wanted: frozenset[str]) -> Building:
+        """Register a build of `wanted`, on the copy made so far that holds most of the
+        needed stages, then the one with the fewest others."""
         base = max(
-            (built for built in self.built if built.done & wanted),
-            key=lambda built: (len(built.done & wanted), -len(built.done - wanted)),
+            (i for i, built in enumerate(self.built) if built.done & wanted),
+            key=lambda i: (len(self.built[i].done & wanted), -len(self.built[i].done - wanted)),
             default=None,
         )
         root = self.new_folder("-".join(areas)) / "repo"
-        if base is None:
-            self.fresh_copy(root)
-        else:
-            copy_built(base.reproduced.root, root)
-        ran = self.dvc("repro", "--keep-going", *sorted(wanted - done_in(base)), cwd=root)
-        result = Repro.of(ran)
-        done = wanted | done_in(base)
-        if result.returncode != 0:
-            stale = {dvc_name(name) for name in stale_stages(root)}
-            done -= stale
-            self.failed.update(dict.fromkeys(wanted & stale, result.stderr[-3000:]))
-        if base is not None:
-            result = base.reproduced.result.then(result)
-        self.built.append(Built(Reproduced(root, result), done))
-        return self.built[-1].reproduced
+        claim = Building(root, wanted | done_in(self.base(base)), os.getpid(), areas, base)
+        self.building.append(claim)
+        return claim
+
+    def base(self, index: int | None) -> Built | None:
+        return None if index is None else self.built[index]
+
+    def build(self, claim: Building) -> Reproduced:
+        """Run the claimed build (without the registry's lock), then record what it made in
+        the same update that ends the claim, so no process sees neither."""
+        base = self.base(claim.base_index)
+        built, failed = None, {}
+        try:
+            if base is None:
+                self.fresh_copy(claim.root)
+            else:
+                copy_built(base.reproduced.root, claim.root)
+            todo = claim.wanted - done_in(base)
+            result = Repro.of(self.dvc("repro", "--keep-going", *sorted(todo), cwd=claim.root))
+            done = claim.wanted
+            if result.returncode != 0:
+                stale = {dvc_name(name) for name in stale_stages(claim.root)}
+                done -= stale
+                failed = dict.fromkeys(todo & stale, result.stderr[-3000:])
+            if base is not None:
+                result = base.reproduced.result.then(result)
+            built = Built(Reproduced(claim.root, result), done)
+        finally:
+            with self.shared():
+                self.building.remove(claim)
+                if built is not None:
+                    self.built.append(built)
+                    self.failed.update(failed)
+        return built.reproduced
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -149,11 +210,12 @@ class ReproducedCopies:
             return
         with FileLock(self.registry.with_suffix(".lock")):
             if self.registry.exists():
-                self.built, self.failed = loaded(json.loads(self.registry.read_text()))
+                self.built, self.failed, building = loaded(json.loads(self.registry.read_text()))
+                self.building = [build for build in building if build.alive()]
             try:
                 yield
             finally:
-                self.registry.write_text(json.dumps(saved(self.built, self.failed)))
+                self.registry.write_text(json.dumps(saved(self.built, self.failed, self.building)))
 
     def stop_if_failed(self, wanted: frozenset[str]) -> None:
         failed = sorted(wanted & set(self.failed))
@@ -165,11 +227,17 @@ class ReproducedCopies:
             )
 
 
+def standalone_areas(repo: Path) -> list[str]:
+    """The areas whose stages no other area's stage feeds."""
+    areas = sorted({stage.area for stage in pipeline_stages(repo)})
+    return [area for area in areas if {s.area for s in area_stages(area, repo)} == {area}]
+
+
 def done_in(base: Built | None) -> frozenset[str]:
     return base.done if base is not None else frozenset()
 
 
-def saved(built: list[Built], failed: dict[str, str]) -> dict:
+def saved(built: list[Built], failed: dict[str, str], building: list[Building]) -> dict:
     copies = [
         {
             "root": str(b.reproduced.root),
@@ -178,10 +246,14 @@ def saved(built: list[Built], failed: dict[str, str]) -> dict:
         }
         for b in built
     ]
-    return {"copies": copies, "failed": failed}
+    builds = [
+        {**asdict(b), "root": str(b.root), "wanted": sorted(b.wanted), "areas": list(b.areas)}
+        for b in building
+    ]
+    return {"copies": copies, "failed": failed, "building": builds}
 
 
-def loaded(registry: dict) -> tuple[list[Built], dict[str, str]]:
+def loaded(registry: dict) -> tuple[list[Built], dict[str, str], list[Building]]:
     built = [
         Built(
             Reproduced(Path(c["root"]), Repro(**c["result"])),
@@ -189,4 +261,10 @@ def loaded(registry: dict) -> tuple[list[Built], dict[str, str]]:
         )
         for c in registry["copies"]
     ]
-    return built, registry["failed"]
+    building = [
+        Building(
+            Path(b["root"]), frozenset(b["wanted"]), b["pid"], tuple(b["areas"]), b["base_index"]
+        )
+        for b in registry["building"]
+    ]
+    return built, registry["failed"], building

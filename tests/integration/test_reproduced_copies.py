@@ -2,15 +2,18 @@
 once per session, a copy holding what a test needs is reused, a failed stage stops only the
 areas downstream of it."""
 
+import json
 import re
 import shutil
 import subprocess
 import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from tests.conftest import dvc, git_commit_all
-from tests.reproduced import ReproducedCopies
+from tests.reproduced import Building, ReproducedCopies, saved
 
 pytestmark = pytest.mark.integration
 
@@ -39,6 +42,19 @@ stages:
     deps: [x]
     outs: [v]
 """
+
+
+def no_dvc(*args, **kwargs):
+    raise AssertionError(f"ran dvc {args}: the first process's copy was not reused")
+
+
+def second_process(copies, dvc=dvc):
+    """What another xdist worker sees: its own ReproducedCopies on the same registry."""
+    other = ReproducedCopies(
+        copies.repo, copies.new_folder, copies.fresh_copy, dvc, registry=copies.registry
+    )
+    other.poll_s = 0.05
+    return other
 
 
 def ran(reproduced):
@@ -111,13 +127,42 @@ def test_a_second_process_reads_the_copies_and_failures_the_first_made(copies):
     with pytest.raises(pytest.fail.Exception, match="dvc repro failed for a-alone"):
         copies.reproduce("a")
 
-    def no_dvc(*args, **kwargs):
-        raise AssertionError(f"ran dvc {args}: the first process's copy was not reused")
-
-    other = ReproducedCopies(
-        copies.repo, copies.new_folder, copies.fresh_copy, no_dvc, registry=copies.registry
-    )
+    other = second_process(copies, dvc=no_dvc)
     assert other.reproduce("b") == c  # b's stage is in c's copy, output kept
     assert "Running stage 'c-three'" in other.reproduce("c").result.stdout
     with pytest.raises(pytest.fail.Exception, match="dvc repro failed for a-alone"):
         other.reproduce("a")  # known to fail: not run again
+
+
+def test_a_request_waits_for_the_build_under_way_that_will_hold_its_stages(copies):
+    claim = copies.next_step(("c",), copies.needed("c"))
+    assert isinstance(claim, Building)  # claimed, not built yet
+    other = second_process(copies, dvc=no_dvc)
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(other.reproduce, "b")  # b-one is in the claimed build
+        time.sleep(0.5)
+        assert not waiting.done()
+        c = copies.build(claim)
+        assert waiting.result(timeout=60) == c
+
+
+def test_a_request_no_build_under_way_holds_is_built_at_once(copies):
+    claim = copies.next_step(("c",), copies.needed("c"))
+    with ThreadPoolExecutor(1) as pool:
+        request = pool.submit(second_process(copies).reproduce, "a")
+        try:
+            a = request.result(timeout=60)  # not in c's build: no wait for it
+        finally:
+            c = copies.build(claim)  # ends the wait, were there one
+    assert ran(a) == ["a-alone"] and not (a.root / "x").exists()
+    assert ran(c) == ["b-one", "c-three", "c-two"]
+
+
+def test_a_build_whose_process_died_is_not_waited_for(copies):
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    orphan = Building(copies.new_folder("c") / "repo", copies.needed("c"), ended.pid)
+    copies.registry.write_text(json.dumps(saved([], {}, [orphan])))
+    c = second_process(copies).reproduce("c")
+    assert ran(c) == ["b-one", "c-three", "c-two"]
+    assert json.loads(copies.registry.read_text())["building"] == []
