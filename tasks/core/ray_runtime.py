@@ -23,6 +23,7 @@ from typing import Any
 
 from tasks.core import jit_cache, ray_cluster
 from tasks.core.errors import InputError, ServiceError, WorkerFailure
+from tasks.core.io import read_parquet
 from tasks.core.params import RayParams
 
 _budget = {"max_retries": RayParams().max_retries}  # set by init_ray from params
@@ -87,7 +88,7 @@ def require_reachable(address: str, timeout_s: float = 5.0) -> None:
     if not host or not port.isdigit():
         return
     try:
-        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
     except OSError as error:
         raise ServiceError(
             f"RAY_ADDRESS={address}: no Ray cluster answers there ({error.strerror or error}); "
@@ -151,13 +152,12 @@ def parquet_dataset_in_memory(folder: Path, columns: list[str]) -> Any:
     """The same rows as `read_parquet_dataset(...).materialize()`, file by file in name
     order, read by the driver: for data that fits in memory, without the read tasks' worker
     start-up (seconds per dataset on a small machine)."""
-    import pyarrow.parquet as pq
     import ray.data
 
     files = sorted(folder.glob("*.parquet"))
     if not files:
         raise InputError(f"{folder}: no Parquet files; run `dvc repro` first")
-    return ray.data.from_arrow([pq.read_table(path, columns=columns) for path in files])
+    return ray.data.from_arrow([read_parquet(path, columns=columns) for path in files])
 
 
 def map_table(

@@ -216,7 +216,7 @@ def predict(model: nn.Module, x: Any, batch_size: int = 2048) -> Any:
 
     was_training = model.training
     model.eval()
-    tensor = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    tensor = torch.from_numpy(np.array(x, dtype=np.float32))  # a copy: x may be read-only
     out = [model(tensor[i : i + batch_size]) for i in range(0, len(tensor), batch_size)]
     model.train(was_training)
     return torch.cat(out).numpy().astype(np.float64) if out else np.zeros(0)

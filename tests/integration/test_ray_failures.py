@@ -8,6 +8,7 @@ import os
 import re
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ import pytest
 import ray.cloudpickle
 
 from tasks.core.errors import WorkerFailure
-from tasks.core.ray_runtime import collect, map_table, max_retries, tuner
+from tasks.core.ray_runtime import collect, map_table, max_retries, require_reachable, tuner
 from tasks.core.ray_train import fit_torch
 from tests.conftest import BIN, REPO, free_port
 
@@ -264,3 +265,18 @@ def test_a_dead_ray_address_fails_the_stage_in_one_line(repo_copy):
     assert "unset RAY_ADDRESS" in lines[0]
     assert time.monotonic() - started < BOUND_SECONDS / 2
     assert sorted((p, p.stat().st_mtime_ns) for p in outputs.rglob("*")) == before
+
+
+@pytest.mark.parametrize("family, host", [(socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")])
+def test_a_listening_ray_address_passes_the_reachability_check(family, host):
+    """IPv6 addresses come bracketed (`[::1]:6379`); the probe connects without the brackets."""
+    with socket.socket(family) as listening:
+        try:
+            listening.bind((host, 0))
+        except OSError:
+            pytest.skip(f"no {host} loopback on this machine")
+        listening.listen()
+        port = listening.getsockname()[1]
+        address = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+        require_reachable(address)  # raises ServiceError when nothing answers
+        require_reachable(f"ray://{address}")
