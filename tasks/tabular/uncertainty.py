@@ -129,11 +129,21 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
             ]
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / f"{name}.cbm"
-            model.save_model(str(path))
+            without_run_stamps(model).save_model(str(path))
             models[f"{name}.cbm"] = path.read_bytes()
         metrics[name] = entry
         log.info("tabular.uncertainty: %s: %s", name, entry.get("test_check", entry["dev_rmse"]))
     return {"estimates": pa.concat_tables(rows), "models": models, "metrics": metrics}
+
+
+def without_run_stamps(model: Any) -> Any:
+    """The model without the training time and random GUID CatBoost writes into each file,
+    so the same inputs save the same bytes and a re-run leaves dvc.lock as it was."""
+    metadata = model.get_metadata()
+    for key in ("train_finish_time", "model_guid"):
+        if key in metadata:
+            del metadata[key]
+    return model
 
 
 STAGE = Stage(

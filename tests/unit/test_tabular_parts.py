@@ -181,6 +181,26 @@ def test_the_uncertainty_estimate_recovers_g_on_synthetic_data():
     assert check["median_abs_log_ratio"] < 0.35
 
 
+def test_the_same_fit_saves_the_same_model_bytes(tmp_path):
+    """CatBoost stamps a file with its training time and a random GUID; without them two fits
+    on the same rows save identical bytes, so a re-run leaves dvc.lock unchanged."""
+    import time
+
+    from tasks.tabular.synthetic import generate
+    from tasks.tabular.uncertainty import fit_arrays, without_run_stamps
+
+    data = generate(SyntheticParams(rows=300, seed=3))
+    x, y = data["x"].astype(np.float32), data["y"]
+    saved = []
+    for attempt in range(2):
+        model = fit_arrays(x[:200], y[:200], x[200:], y[200:], UncertaintyParams(iterations=20))
+        path = tmp_path / f"{attempt}.cbm"
+        without_run_stamps(model).save_model(str(path))
+        saved.append(path.read_bytes())
+        time.sleep(1.1)  # the stamp has one-second resolution
+    assert saved[0] == saved[1]
+
+
 def test_trials_are_distinct_per_family_and_fixed_by_the_seed():
     from tasks.tabular.zoo import SEARCHED, sample_trials
 
