@@ -78,7 +78,6 @@ class Building:
     root: Path
     wanted: frozenset[str]
     pid: int
-    areas: tuple[str, ...] = ()
     base_index: int | None = None  # the copy it starts from, in `built` (which only grows)
 
     def alive(self) -> bool:
@@ -116,7 +115,7 @@ class ReproducedCopies:
         self.poll_s = 1.0
 
     def areas(self) -> list[str]:
-        return sorted({stage.area for stage in pipeline_stages(self.repo)})
+        return pipeline_areas(self.repo)
 
     def standalone_areas(self) -> list[str]:
         return standalone_areas(self.repo)
@@ -166,7 +165,7 @@ class ReproducedCopies:
             default=None,
         )
         root = self.new_folder("-".join(areas)) / "repo"
-        claim = Building(root, wanted | done_in(self.base(base)), os.getpid(), areas, base)
+        claim = Building(root, wanted | done_in(self.base(base)), os.getpid(), base)
         self.building.append(claim)
         return claim
 
@@ -227,10 +226,15 @@ class ReproducedCopies:
             )
 
 
+def pipeline_areas(repo: Path) -> list[str]:
+    return sorted({stage.area for stage in pipeline_stages(repo)})
+
+
 def standalone_areas(repo: Path) -> list[str]:
     """The areas whose stages no other area's stage feeds."""
-    areas = sorted({stage.area for stage in pipeline_stages(repo)})
-    return [area for area in areas if {s.area for s in area_stages(area, repo)} == {area}]
+    return [
+        area for area in pipeline_areas(repo) if {s.area for s in area_stages(area, repo)} == {area}
+    ]
 
 
 def done_in(base: Built | None) -> frozenset[str]:
@@ -246,10 +250,7 @@ def saved(built: list[Built], failed: dict[str, str], building: list[Building]) 
         }
         for b in built
     ]
-    builds = [
-        {**asdict(b), "root": str(b.root), "wanted": sorted(b.wanted), "areas": list(b.areas)}
-        for b in building
-    ]
+    builds = [{**asdict(b), "root": str(b.root), "wanted": sorted(b.wanted)} for b in building]
     return {"copies": copies, "failed": failed, "building": builds}
 
 
@@ -262,9 +263,7 @@ def loaded(registry: dict) -> tuple[list[Built], dict[str, str], list[Building]]
         for c in registry["copies"]
     ]
     building = [
-        Building(
-            Path(b["root"]), frozenset(b["wanted"]), b["pid"], tuple(b["areas"]), b["base_index"]
-        )
+        Building(Path(b["root"]), frozenset(b["wanted"]), b["pid"], b["base_index"])
         for b in registry["building"]
     ]
     return built, registry["failed"], building
