@@ -1,7 +1,7 @@
 # Two commands on a fresh machine: `make run` (whole pipeline, embedded default, offline)
 # and `make test`. Both set up .venv first; setup is skipped when the installed state
 # already matches pyproject.toml + constraints.txt. uv installs the pinned set (pip takes
-# 2 min 20 s on 2 cores, one file at a time; uv ~40 s, bytecode included) and looks where
+# 2 min 20 s on 2 cores, one file at a time; uv 48 s, bytecode included) and looks where
 # this machine's pip is told to look for local wheels (the CPU build of torch).
 
 PYTHON ?= python3
