@@ -196,15 +196,16 @@ def test_exp_run_reruns_only_the_stages_a_param_reaches(product):
     git_commit_all(product, "the reproduced pipeline")
     assert dvc("status", cwd=product).stdout.strip() == "Data and pipelines are up to date."
 
-    tweak = dvc("exp", "run", "-S", "cmipref.train.finetune_learning_rate=0.001", cwd=product)
+    tweak = dvc("exp", "run", "-S", "scam.guard.epochs=14", cwd=product)
     assert tweak.returncode == 0, tweak.stderr[-2000:]
-    # the training reads cmipref.train; its model feeds the evaluation; nothing else moves
-    # the report re-runs only when the area's claims.json bytes changed, so it may or may not
-    assert ran_stages(tweak.stdout) - REPORT == {"cmipref-train", "cmipref-evaluate"}
+    # the guard reads scam.guard; the audit reads the guard's model (and of scam.guard only
+    # its enabled and threshold keys), so it re-runs on the new model; nothing else moves.
+    # The report re-runs only when the area's claims.json bytes changed, so it may or may not
+    assert ran_stages(tweak.stdout) - REPORT == {"scam-guard", "scam-audit"}
 
-    evaluation = dvc("exp", "run", "-S", "cmipref.evaluate.top_k=[1,3]", cwd=product)
-    assert evaluation.returncode == 0, evaluation.stderr[-2000:]
-    assert ran_stages(evaluation.stdout) - REPORT == {"cmipref-evaluate"}
+    audit = dvc("exp", "run", "-S", "scam.audit.max_new_tokens=24", cwd=product)
+    assert audit.returncode == 0, audit.stderr[-2000:]
+    assert ran_stages(audit.stdout) - REPORT == {"scam-audit"}
 
     listed = dvc("exp", "list", "--name-only", cwd=product)
     assert len(listed.stdout.split()) == 2, listed.stdout + listed.stderr
