@@ -35,12 +35,12 @@ def test_params_change_makes_stage_stale(repo_copy):
     assert stale_stages(repo_copy)["corpus.ingest"] == ["deps: params.yaml:corpus.ingest modified"]
 
 
-def test_area_flow_runs_in_process(repo_copy, prefect_harness):
+def test_area_flow_runs_in_process(two_trial_copy, prefect_harness):
     from flows.dvc_flows import deltastack  # the smallest area: one stage, no upstream
 
-    names = [s.name for s in pipeline_stages(repo_copy) if s.area == "deltastack"]
-    assert deltastack(root=str(repo_copy)) == dict.fromkeys(names, True)
-    assert deltastack(root=str(repo_copy)) == dict.fromkeys(names, False)
+    names = [s.name for s in pipeline_stages(two_trial_copy) if s.area == "deltastack"]
+    assert deltastack(root=str(two_trial_copy)) == dict.fromkeys(names, True)
+    assert deltastack(root=str(two_trial_copy)) == dict.fromkeys(names, False)
 
 
 def toy_dag(tmp_path):

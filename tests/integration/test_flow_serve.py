@@ -12,7 +12,7 @@ from tests.conftest import BIN
 pytestmark = pytest.mark.integration
 
 
-def test_served_flow_has_its_schedule_and_runs(repo_copy, prefect_harness):
+def test_served_flow_has_its_schedule_and_runs(two_trial_copy, prefect_harness):
     import os
 
     from prefect.client.orchestration import get_client
@@ -25,7 +25,7 @@ def test_served_flow_has_its_schedule_and_runs(repo_copy, prefect_harness):
     }
     server = subprocess.Popen(
         [str(BIN / "paperline"), "flow", "serve", "deltastack", "--cron", "0 4 * * *"],
-        cwd=repo_copy,
+        cwd=two_trial_copy,
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -58,4 +58,4 @@ def test_served_flow_has_its_schedule_and_runs(repo_copy, prefect_harness):
         server.terminate()
         server.wait(timeout=30)
     # the run reproduced the area's stage (the copy's smaller params had made it stale)
-    assert stale_stages(repo_copy).get("deltastack.study") is None
+    assert stale_stages(two_trial_copy).get("deltastack.study") is None
