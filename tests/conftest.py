@@ -24,9 +24,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
-# Ray runs its workers 15 nice levels below the process that started it; here they keep its
-# priority, so each xdist worker's processes share one (see OTHER_WORKER_NICENESS)
-os.environ.setdefault("RAY_worker_niceness", "0")
 os.environ.pop("MLFLOW_TRACKING_URI", None)
 os.environ.pop("RAY_ADDRESS", None)
 # numba's compiled-function cache (librosa's): one folder per test process, so two xdist
@@ -277,24 +274,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
 
 WHOLE_DAG_FIRST = "tests/e2e/test_pipeline_repro.py"
-# The whole-DAG build is the session's critical path (~13 of its minutes, one stage at a
-# time) and the suite is CPU-bound: the other worker's tests can run later, that build cannot
-# start earlier. So the other worker runs at this niceness, inherited by every process it
-# starts (Ray's workers included: RAY_worker_niceness above), and takes the CPU the build
-# leaves idle; Linux's scheduler lends out idle CPU, so no work waits on a free core.
-OTHER_WORKER_NICENESS = 10
-
-
-_first_test_of_this_process = [True]
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
-    """An xdist worker whose first test is not the whole-DAG build yields the CPU to it."""
-    if os.environ.get("PYTEST_XDIST_WORKER") and _first_test_of_this_process:
-        _first_test_of_this_process.clear()
-        if not item.nodeid.startswith(WHOLE_DAG_FIRST):
-            os.nice(OTHER_WORKER_NICENESS)
 
 
 @pytest.fixture(autouse=True)
