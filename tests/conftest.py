@@ -37,6 +37,12 @@ def pytest_unconfigure() -> None:
 
 
 os.environ["PATH"] = f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+# `make test` runs two xdist workers on two cores: a process with two BLAS/OpenMP threads
+# then has one waiting for the other worker's core, and OpenMP's waiting threads spin.
+# One thread per process here and in everything the tests start (SMALL_PARAMS does the
+# same for the training workers, whose thread count is a param).
+for _threads in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 
 
 # A small embedded default for pipeline tests: 24 translations over 10 scripts, small budgets.
@@ -103,14 +109,19 @@ SMALL_PARAMS = {
         "pack": {"shard_sequences": 64},
     },
     "mlm": {
-        "training": {"batch_size": 16, "checkpoint_every": 5, "log_every": 2},
+        "training": {
+            "batch_size": 16,
+            "checkpoint_every": 5,
+            "log_every": 2,
+            "scaling": {"torch_threads": 1},
+        },
         "eval": {"batch_size": 16},
     },
     "kg": {
         "qa": {"one_hop_questions": 80, "two_hop_questions": 40, "simpleqa_rows": 30},
         "examples": {"languages_per_path": 1},
-        "detector": {"epochs": 1, "batch_size": 32},
-        "answerer": {"steps": 60, "log_every": 30},
+        "detector": {"epochs": 1, "batch_size": 32, "torch_threads": 1},
+        "answerer": {"steps": 60, "log_every": 30, "scaling": {"torch_threads": 1}},
         "eval": {"max_items": 40},
     },
     "scam": {
@@ -119,6 +130,7 @@ SMALL_PARAMS = {
             "steps": 16,
             "log_every": 8,
             "model": {"vocab_size": 500},
+            "scaling": {"torch_threads": 1},
         },
         "audit": {"max_prompts": 64, "max_new_tokens": 32},
     },
@@ -130,7 +142,7 @@ SMALL_PARAMS = {
     },
     "tabular": {
         "synthetic": {"rows": 1000},
-        "uncertainty": {"iterations": 60},
+        "uncertainty": {"iterations": 60, "threads": 1},
         "zoo": {"trials": 1, "epochs": 2, "train_rows": 500, "retrieval_bank": 256},
     },
     "aoeb": {
@@ -150,7 +162,13 @@ SMALL_PARAMS = {
             "memory": {"histories": 20},
             "multimodal": {"train_images": 64, "dev_images": 16, "test_images": 32},
         },
-        "finetune": {"steps": 8, "checkpoint_every": 4, "batch_size": 16, "image_epochs": 1},
+        "finetune": {
+            "steps": 8,
+            "checkpoint_every": 4,
+            "batch_size": 16,
+            "image_epochs": 1,
+            "scaling": {"torch_threads": 1},
+        },
     },
     "cmipref": {
         "generate": {
@@ -166,11 +184,12 @@ SMALL_PARAMS = {
             "checkpoint_every": 10,
             "batch_size": 8,
             "sweep": {"learning_rate": [0.001, 0.003], "modality_dropout": [0.2], "steps": 6},
+            "scaling": {"torch_threads": 1},
         },
     },
     "kvcache": {
         "tasks": {"train_items": 120, "lengths": [64, 96], "dev_items": 2, "test_items": 4},
-        "train": {"steps": 8, "log_every": 4, "batch_size": 8},
+        "train": {"steps": 8, "log_every": 4, "batch_size": 8, "torch_threads": 1},
     },
     "runtime": {"ray": {"num_cpus": 2}},
 }
@@ -179,7 +198,7 @@ SMALL_PARAMS = {
 def merge(base: dict, overrides: dict) -> dict:
     merged = dict(base)
     for key, value in overrides.items():
-        merged[key] = merge(base[key], value) if isinstance(value, dict) else value
+        merged[key] = merge(base.get(key, {}), value) if isinstance(value, dict) else value
     return merged
 
 
