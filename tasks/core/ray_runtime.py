@@ -247,6 +247,9 @@ _SIGNALS = {
 }
 _FATAL = re.compile(r"Fatal Python error: (\w[\w ]*)")
 _PID = re.compile(r"\bpid=(\d+)")
+# A file's mtime comes from the kernel's coarse clock and may trail time.time() by a tick
+# (a few ms); a wider margin picks up the log of a crash from just before this work.
+MTIME_TICK_S = 0.05
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
@@ -306,7 +309,7 @@ def _crash(logs: Path | None, since: float) -> tuple[str | None, Path | None]:
     fatal signal; (None, None) when none does (SIGKILL leaves no trace there)."""
     if logs is None:
         return None, None
-    recent = [p for p in logs.glob("worker-*.err") if p.stat().st_mtime >= since - 1]
+    recent = [p for p in logs.glob("worker-*.err") if p.stat().st_mtime >= since - MTIME_TICK_S]
     for path in sorted(recent, key=lambda p: p.stat().st_mtime, reverse=True):
         match = _FATAL.search(path.read_text(encoding="utf-8", errors="replace"))
         if match:
