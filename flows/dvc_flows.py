@@ -13,7 +13,7 @@ from pathlib import Path
 from prefect import Flow, flow
 
 from flows.stages import run_stages
-from tasks.core.dvc_stages import area_stages, pipeline_stages
+from tasks.core.dvc_stages import area_stages, pipeline_areas, pipeline_stages
 from tasks.core.paths import repo_root
 
 
@@ -26,11 +26,11 @@ def pipeline(root: str | None = None) -> dict[str, bool]:
 
 @functools.cache
 def _areas(root: Path) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(stage.area for stage in pipeline_stages(root)))
+    return tuple(pipeline_areas(root))
 
 
 def dvc_areas(root: Path | None = None) -> list[str]:
-    """The areas that have stages in dvc.yaml, in pipeline order."""
+    """`pipeline_areas`, read once per root: Prefect looks flows up by attribute."""
     return list(_areas((root or repo_root()).resolve()))
 
 

@@ -202,18 +202,24 @@ def merge(base: dict, overrides: dict) -> dict:
     return merged
 
 
-def shrink_repo(root: Path) -> Path:
-    """Keep SMALL_UDHR translations only and scale params down (same code path, less data)."""
+def edit_params(root: Path, overrides: dict) -> dict:
+    """Merge `overrides` into root's params.yaml, section by section; returns the result."""
     import yaml
 
+    path = root / "params.yaml"
+    params = merge(yaml.safe_load(path.read_text()), overrides)
+    path.write_text(yaml.safe_dump(params))
+    return params
+
+
+def shrink_repo(root: Path) -> Path:
+    """Keep SMALL_UDHR translations only and scale params down (same code path, less data)."""
     keep = {f"udhr_{key}.xml" for key in SMALL_UDHR}
     for path in (root / "data" / "seed" / "udhr").glob("udhr_*.xml"):
         if path.name not in keep:
             path.unlink()
-    params = root / "params.yaml"
-    small = merge(yaml.safe_load(params.read_text()), SMALL_PARAMS)
-    small["runtime"].setdefault("services", {}).setdefault("oxigraph", {})["port"] = free_port()
-    params.write_text(yaml.safe_dump(small))
+    oxigraph = {"runtime": {"services": {"oxigraph": {"port": free_port()}}}}
+    edit_params(root, merge(SMALL_PARAMS, oxigraph))
     return root
 
 
@@ -316,11 +322,7 @@ def repo_copy(tmp_path: Path) -> Path:
 def two_trial_copy(repo_copy: Path) -> Path:
     """The small copy with a two-trial deltastack study (one task, both models): for tests of
     how a stage is run (flows, the console), not of what the study finds."""
-    import yaml
-
-    params = yaml.safe_load((repo_copy / "params.yaml").read_text())
-    params["deltastack"]["tasks"] = ["parity"]
-    (repo_copy / "params.yaml").write_text(yaml.safe_dump(params))
+    edit_params(repo_copy, {"deltastack": {"tasks": ["parity"]}})
     return repo_copy
 
 

@@ -34,7 +34,7 @@ from typing import NamedTuple
 import pytest
 from filelock import FileLock
 
-from tasks.core.dvc_stages import area_stages, dvc_name, pipeline_stages, stale_stages
+from tasks.core.dvc_stages import area_stages, dvc_name, pipeline_areas, stale_stages
 
 
 @dataclass(frozen=True)
@@ -224,10 +224,6 @@ class ReproducedCopies:
                 f"{self.failed[failed[0]]}",
                 pytrace=False,
             )
-
-
-def pipeline_areas(repo: Path) -> list[str]:
-    return sorted({stage.area for stage in pipeline_stages(repo)})
 
 
 def standalone_areas(repo: Path) -> list[str]:

@@ -86,6 +86,11 @@ def pipeline_stages(root: Path | None = None) -> list[StageInfo]:
         return [_info(s, root) for s in order if isinstance(s, PipelineStage)]
 
 
+def pipeline_areas(root: Path | None = None) -> list[str]:
+    """The areas that have stages in dvc.yaml, in pipeline order."""
+    return list(dict.fromkeys(stage.area for stage in pipeline_stages(root)))
+
+
 def area_stages(area: str, root: Path | None = None) -> list[StageInfo]:
     """An area's stages plus the upstream stages they need, in run order."""
     stages = pipeline_stages(root)

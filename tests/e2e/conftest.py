@@ -1,19 +1,16 @@
 """End-to-end fixtures: writable copies of the session's small `dvc repro` copies."""
 
 import pytest
-import yaml
 
-from tests.conftest import free_port
+from tests.conftest import edit_params, free_port
 from tests.reproduced import copy_built
 
 
 def writable(reproduced, target):
     """A copy of `reproduced` with its own Prefect and MLflow ports, every stage fresh."""
     root = copy_built(reproduced.root, target)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    for service in ("prefect", "mlflow"):
-        params["runtime"]["services"][service]["port"] = free_port()
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    ports = {service: {"port": free_port()} for service in ("prefect", "mlflow")}
+    edit_params(root, {"runtime": {"services": ports}})
     return root
 
 

@@ -11,9 +11,8 @@ import subprocess
 import time
 
 import pytest
-import yaml
 
-from tests.conftest import BIN, dvc, git_commit_all
+from tests.conftest import BIN, dvc, edit_params, git_commit_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -101,10 +100,8 @@ def newest_checkpoint_step(scratch):
 
 def test_killed_training_stage_resumes_under_dvc_repro(cmipref_product):
     product = cmipref_product  # the cmipref stages are enough
-    params = yaml.safe_load((product / "params.yaml").read_text())
     # killed at step 40 or just after: 60 steps to spare, and little left to resume
-    params["cmipref"]["train"].update(pretrain_steps=100, checkpoint_every=20)
-    (product / "params.yaml").write_text(yaml.safe_dump(params))
+    edit_params(product, {"cmipref": {"train": {"pretrain_steps": 100, "checkpoint_every": 20}}})
     scratch = product / ".paperline/ray/cmipref/train"
 
     first = subprocess.Popen(

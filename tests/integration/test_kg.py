@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 import pyoxigraph as ox
 import pytest
 import requests_cache
-import yaml
 
 from tasks.core import rdf, services
 from tasks.core.params import load_params
@@ -30,7 +29,7 @@ from tasks.kg.mine import property_lists
 from tasks.kg.miner import mine_paths
 from tasks.kg.params import SparqlParams
 from tasks.kg.sparql import SparqlClient
-from tests.conftest import REPO, StandIn, copy_repo, dvc, free_port, run_cli
+from tests.conftest import REPO, StandIn, copy_repo, dvc, edit_params, free_port, run_cli
 
 pytestmark = pytest.mark.integration
 MULTIHAL = REPO / "data" / "seed" / "multihal"
@@ -169,9 +168,7 @@ def test_a_dead_endpoint_fails_clearly_and_loses_nothing(kg_root, tmp_path):
     root, _ = kg_root
     work = tmp_path / "repo"
     shutil.copytree(root, work, ignore=shutil.ignore_patterns(".paperline"))
-    params = yaml.safe_load((work / "params.yaml").read_text())
-    params["runtime"]["services"]["oxigraph"]["port"] = free_port()
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    edit_params(work, {"runtime": {"services": {"oxigraph": {"port": free_port()}}}})
     assert run_cli("stage", "kg.qa", cwd=work).returncode == 0  # starts its own Oxigraph…
     runtime = load_params(work / "params.yaml").runtime
     assert services.status("oxigraph", runtime, work).state == "stopped"  # …and stops it
@@ -180,8 +177,8 @@ def test_a_dead_endpoint_fails_clearly_and_loses_nothing(kg_root, tmp_path):
     cached = len(requests_cache.CachedSession(str(cache)).cache.responses)
 
     dead = f"http://127.0.0.1:{free_port()}/sparql"
-    params["kg"]["sparql"].update(backend="wikidata", wikidata_url=dead, retries=2)
-    (work / "params.yaml").write_text(yaml.safe_dump(params))
+    wikidata = {"backend": "wikidata", "wikidata_url": dead, "retries": 2}
+    edit_params(work, {"kg": {"sparql": wikidata}})
     result = run_cli("stage", "kg.qa", cwd=work)
     assert result.returncode == 2
     line = result.stderr.splitlines()[0]

@@ -11,12 +11,11 @@ import mlflow
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from tasks.core.evidence import read_claims
 from tasks.core.tracking import configure
 from tasks.kg.splits import question_key, questions_by_split
-from tests.conftest import run_cli
+from tests.conftest import edit_params, run_cli
 from tests.reproduced import copy_built
 
 pytestmark = pytest.mark.integration
@@ -151,9 +150,7 @@ def test_answerer_never_trained_on_an_eval_question_or_a_held_out_fact(kg_reprod
 def test_mmbert_backbone_comes_from_the_registry(kg_reproduced, tmp_path):
     root = tmp_path / "repo"
     copy_built(kg_reproduced.root, root)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["kg"]["detector"].update(backbone="mmbert", epochs=0.5)
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    edit_params(root, {"kg": {"detector": {"backbone": "mmbert", "epochs": 0.5}}})
     result = run_cli("stage", "kg.detector", cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((root / "models/kg_halludetect/metrics.json").read_text())

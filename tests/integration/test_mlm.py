@@ -7,7 +7,6 @@ import csv
 import json
 
 import pytest
-import yaml
 
 from tests.reproduced import copy_built
 
@@ -72,12 +71,11 @@ def test_phases_continue_one_curve_and_metrics_cover_every_tier(mlm_reproduced):
 def test_tune_sweep_logs_every_trial_under_one_parent_run(mlm_reproduced, tmp_path):
     import mlflow
 
-    from tests.conftest import run_cli
+    from tests.conftest import edit_params, run_cli
 
     root = tmp_path / "repo"
     copy_built(mlm_reproduced.root, root)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["mlm"]["tune"] = {
+    tune = {
         "learning_rates": [1e-3, 1e-2],
         "warmup_steps": [0],
         "max_steps": 8,
@@ -85,7 +83,7 @@ def test_tune_sweep_logs_every_trial_under_one_parent_run(mlm_reproduced, tmp_pa
         "reduction_factor": 2,
         "max_concurrent_trials": 2,
     }
-    (root / "params.yaml").write_text(yaml.safe_dump(params))
+    edit_params(root, {"mlm": {"tune": tune}})
 
     result = run_cli("tune", "mlm", cwd=root)
     assert result.returncode == 0, result.stderr[-3000:]
