@@ -127,9 +127,9 @@ class LocalCodeModel:
             row[: len(tail)] = torch.as_tensor(tail)
         with torch.no_grad():
             prefixed = self.model(input_ids=torch.as_tensor([head]), use_cache=True)
-            cache = prefixed.past_key_values
+            cache = prefixed.cache
             cache.batch_repeat_interleave(len(tails))
-            logits = self.model(input_ids=ids, past_key_values=cache).logits
+            logits = self.model(input_ids=ids, cache=cache).logits
         # token t of a tail is predicted by the position before it: the prefix's last for t=0
         before = torch.cat([prefixed.logits[:, -1:].expand(len(tails), -1, -1), logits[:, :-1]], 1)
         picked = torch.log_softmax(before.float(), dim=-1).gather(2, ids[..., None])[..., 0]
