@@ -10,12 +10,12 @@ the reference a pruned cache must equal when the same positions go in every laye
 from __future__ import annotations
 
 import contextlib
-import inspect
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
+from tasks.core.kv_cache import cache_argument
 from tasks.kvcache.presses import ScorerPress
 
 
@@ -25,11 +25,6 @@ class Answer:
     logits: list[torch.Tensor]  # each decoding step's last-position logits, (batch, vocab)
     kv_bytes: int  # the cache after prefill (and pruning)
     full_kv_bytes: int  # the same cache unpruned
-
-
-def cache_argument(model: Any) -> str:
-    """transformers 5 renamed `past_key_values` to `cache` (5.2x); take what forward names."""
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def kv_bytes(cache: Any, length: int | None = None) -> int:

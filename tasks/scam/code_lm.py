@@ -18,6 +18,7 @@ import numpy as np
 
 from tasks.core.causal_lm_train import END, PAD
 from tasks.core.io import Folder
+from tasks.core.kv_cache import cache_argument
 from tasks.core.tokenizer import fast_tokenizer_files, train_tokenizer
 
 
@@ -116,6 +117,8 @@ class LocalCodeModel:
     def log_likelihoods(self, prefix: str, continuations: Sequence[str]) -> list[float]:
         """Sum of log p(continuation tokens | prefix) for each continuation: the prefix runs
         once and its cache is shared by every continuation (one batch of tails)."""
+        from transformers import DynamicCache
+
         torch = self.torch
         tails = self.tokenizer(list(continuations), add_special_tokens=False)["input_ids"]
         longest = max(map(len, tails))
@@ -125,11 +128,14 @@ class LocalCodeModel:
         ids = torch.full((len(tails), longest), self.model.config.pad_token_id, dtype=torch.long)
         for row, tail in zip(ids, tails, strict=True):
             row[: len(tail)] = torch.as_tensor(tail)
+        cache = DynamicCache(config=self.model.config)
+        argument = cache_argument(self.model)
         with torch.no_grad():
-            prefixed = self.model(input_ids=torch.as_tensor([head]), use_cache=True)
-            cache = prefixed.cache
+            prefixed = self.model(
+                input_ids=torch.as_tensor([head]), **{argument: cache}, use_cache=True
+            )
             cache.batch_repeat_interleave(len(tails))
-            logits = self.model(input_ids=ids, cache=cache).logits
+            logits = self.model(input_ids=ids, **{argument: cache}).logits
         # token t of a tail is predicted by the position before it: the prefix's last for t=0
         before = torch.cat([prefixed.logits[:, -1:].expand(len(tails), -1, -1), logits[:, :-1]], 1)
         picked = torch.log_softmax(before.float(), dim=-1).gather(2, ids[..., None])[..., 0]

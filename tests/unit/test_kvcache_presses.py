@@ -131,7 +131,7 @@ def tiny_model(attention="sdpa"):
 def prefill(model, context, press=None):
     from transformers import DynamicCache
 
-    from tasks.kvcache.generation import cache_argument
+    from tasks.core.kv_cache import cache_argument
 
     cache = DynamicCache(config=model.config)
     with press(model) if press else contextlib.nullcontext(), torch.no_grad():
