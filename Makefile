@@ -1,6 +1,7 @@
 # Two commands on a fresh machine: `make run` (whole pipeline, embedded default, offline)
 # and `make test`. Both set up .venv first; setup is skipped when the installed state
-# already matches pyproject.toml + constraints.txt. uv installs the pinned set (pip takes
+# already matches pyproject.toml + constraints.txt + requirements-nodeps.txt (wheels whose
+# own dependencies we do not want). uv installs the pinned set (pip takes
 # 2 min 20 s on 2 cores, one file at a time; uv 48 s, bytecode included) and looks where
 # this machine's pip is told to look for local wheels (the CPU build of torch).
 
@@ -18,7 +19,7 @@ export DO_NOT_TRACK := 1
 .PHONY: setup run test test-fast bench lint format clean
 
 setup:
-	@want=$$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1); \
+	@want=$$(cat pyproject.toml constraints.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1); \
 	if [ "$$(cat $(STAMP) 2>/dev/null)" != "$$want" ]; then \
 	  set -e; \
 	  test -x $(BIN)/python || $(PYTHON) -m venv $(VENV); \
@@ -28,7 +29,9 @@ setup:
 	  [ -z "$$links" ] || export UV_FIND_LINKS="$$links"; \
 	  { $(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt uv \
 	    && $(BIN)/uv pip install --python $(BIN)/python --compile-bytecode \
-	      -c constraints.txt -e '.[dev]'; } > .paperline/logs/setup.log 2>&1 \
+	      -c constraints.txt -e '.[dev]' \
+	    && $(BIN)/uv pip install --python $(BIN)/python --no-deps -r requirements-nodeps.txt; \
+	  } > .paperline/logs/setup.log 2>&1 \
 	    || { tail -n 20 .paperline/logs/setup.log; echo "setup failed; see .paperline/logs/setup.log"; exit 1; }; \
 	  echo "$$want" > $(STAMP); \
 	fi

@@ -37,11 +37,13 @@ def log_pyfunc_model(
     artifacts: Mapping[str, Path | str] | None = None,
     params: Mapping[str, Any] | None = None,
     packages: Sequence[str] = PACKAGES,
+    optional: Sequence[str] = (),
 ) -> Any:
     """Log `python_model` (a PythonModel whose `load_context` reads `artifacts`) as `name`
     in the active run with its signature inferred from `input_example` and what its
-    `predict` returns for it (with `params`, which become the signature's defaults), the
-    example stored, the card beside it; MLflow's ModelInfo."""
+    `predict` returns for it (with `params`, which become the signature's defaults;
+    `optional`: input columns a caller may leave out), the example stored, the card beside
+    it; MLflow's ModelInfo."""
     import mlflow
     from mlflow.models import infer_signature
     from mlflow.pyfunc import PythonModelContext
@@ -52,6 +54,8 @@ def log_pyfunc_model(
     probe.load_context(context)
     output = probe.predict(context, input_example, params=dict(params) if params else None)
     signature = infer_signature(input_example, output, params=dict(params) if params else None)
+    if optional:
+        signature = with_optional_inputs(signature, set(optional))
     info = mlflow.pyfunc.log_model(
         name=name,
         python_model=python_model,
@@ -62,6 +66,18 @@ def log_pyfunc_model(
     )
     mlflow.log_text(card.to_markdown(), f"{name}/{MODEL_CARD_FILE}")
     return info
+
+
+def with_optional_inputs(signature: Any, optional: set[str]) -> Any:
+    """The signature with the named input columns marked not required."""
+    from mlflow.models import ModelSignature
+    from mlflow.types.schema import ColSpec, Schema
+
+    columns = [
+        ColSpec(spec.type, spec.name, required=spec.name not in optional)
+        for spec in signature.inputs.inputs
+    ]
+    return ModelSignature(Schema(columns), signature.outputs, signature.params)
 
 
 def require_contract(model_uri: str) -> Any:

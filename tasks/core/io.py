@@ -163,7 +163,7 @@ def commit_outputs(outputs: Mapping[Path, Any]) -> None:
     try:
         for target, value in outputs.items():
             target = Path(target)
-            directory = isinstance(value, Folder)
+            directory = isinstance(value, Folder) or (isinstance(value, Path) and value.is_dir())
             temp = _temp_sibling(target, directory=directory)
             staged.append((temp, target))
             write_output(temp, value)

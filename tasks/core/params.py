@@ -1,7 +1,8 @@
 """Typed params.yaml: every tunable, validated at load, errors that name the key path.
 
-`runtime` is core's; every other top-level section belongs to the area of that name, whose
-`tasks/<area>/params.py` registers its model as `SECTION` (core imports no area by name).
+`runtime` and `llm` (tasks/core/llm_params.py) are core's; every other top-level section
+belongs to the area of that name, whose `tasks/<area>/params.py` registers its model as
+`SECTION` (core imports no area by name).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ruamel.yaml import YAML, YAMLError
 
 from tasks.core.areas import area_modules
 from tasks.core.errors import ParamsError
+from tasks.core.llm_params import LLMParams
 from tasks.core.paths import repo_root
 from tasks.core.strict_model import StrictModel
 
@@ -77,10 +79,12 @@ class RuntimeParams(StrictModel):
 
 
 class Params(StrictModel):
-    """The whole params.yaml: `runtime`, then one section per area (`params_model()` adds
-    them); a loaded instance has an attribute per area, e.g. `params.kg`."""
+    """The whole params.yaml: `runtime`, the core LLM service `llm`, then one section per
+    area (`params_model()` adds them); a loaded instance has an attribute per area, e.g.
+    `params.kg`."""
 
     runtime: RuntimeParams = RuntimeParams()
+    llm: LLMParams = LLMParams()
 
 
 def area_sections() -> dict[str, tuple[type[StrictModel], bool]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.core import console
-from tasks.core.declared_params import declared_view
+from tasks.core.declared_params import covers, declared_view
 from tasks.core.dvc_stages import paperline_name
 from tasks.core.errors import InputError, UserError, WorkerFailure
 from tasks.core.io import commit_outputs
@@ -35,11 +35,13 @@ class StageContext:
 
     root: Path
     runtime: RuntimeParams
+    # the core LLM service's settings (`llm`) as the stage declared them; None: not declared
+    llm: Any = None
     pending: list[Callable[[], None]] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
-    def at(cls, root: Path, runtime: RuntimeParams | None = None) -> StageContext:
-        return cls(Path(root).resolve(), runtime or RuntimeParams())
+    def at(cls, root: Path, runtime: RuntimeParams | None = None, llm: Any = None) -> StageContext:
+        return cls(Path(root).resolve(), runtime or RuntimeParams(), llm)
 
     def scratch(self, *parts: str) -> Path:
         """`.paperline/<parts…>` under the root (created): checkpoints, caches, resumable work."""
@@ -122,7 +124,10 @@ def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
     if stage.uses_ray:
         init_ray(all_params.runtime.ray)
     started = time.perf_counter()
-    ctx = StageContext.at(root, all_params.runtime)
+    llm = None
+    if any(covers("llm", key) for key in stage.declared_params):
+        llm = declared_view(all_params.llm, "llm", stage.declared_params, stage.name)
+    ctx = StageContext.at(root, all_params.runtime, llm)
     try:
         produced = stage.run(params, inputs, ctx)
     except WorkerFailure as failure:
