@@ -13,7 +13,6 @@ from pathlib import Path
 import mlflow
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from tasks.tabular.serving import example_rows
 
@@ -21,7 +20,6 @@ from tasks.tabular.serving import example_rows
 def natural_inputs() -> dict[str, tuple[object, list[str] | None]]:
     """Registered name → (input, output columns; None for an array or a list of texts)."""
     clip = min(Path("data/interim/cmipref/audio").rglob("*.flac"))
-    item = pq.read_table("data/processed/kvcache/dev.parquet").slice(0, 1).to_pylist()[0]
     detect = {
         "question": ["What is the official language of Q1009?"],
         "answer": ["Q1860"],
@@ -44,7 +42,10 @@ def natural_inputs() -> dict[str, tuple[object, list[str] | None]]:
             pd.DataFrame({"prompt": ["a calm piano piece"], "audio": [str(clip)]}),
             ["alignment", "musicality", "reward"],
         ),
-        "paperline-kv-lm": ([f"{item['context']} {item['question']}"], None),
+        "paperline-llm": (
+            pd.DataFrame({"prompt": ["What is the capital of France?"], "system": [""]}),
+            ["reply"],
+        ),
     }
 
 
@@ -66,7 +67,7 @@ def answer(uri: str, natural: dict) -> str:
         if "verdict" in first:
             assert out["verdict"].isin(["malicious", "benign"]).all(), uri
             assert out["malicious_probability"].between(0, 1).all(), uri
-        for text in ("code", "answer"):
+        for text in ("code", "answer", "reply"):
             assert text not in first or isinstance(first[text], str), uri
         return json.dumps(first, default=str)
     if name == "paperline-embedder":

@@ -36,7 +36,7 @@ def registered_names(root):
         params.scam.poison.registered_model,
         params.aoeb.finetune.registered_model,
         params.cmipref.train.registered_model,
-        params.kvcache.train.registered_model,
+        params.llm.registered_model,
         tabular,
         *(f"{tabular}-{family}" for family in params.tabular.zoo.families),
     }

@@ -339,7 +339,7 @@ def test_reward_model_scores_a_clip_by_path_or_samples(store, tokenizer_folder, 
 
 
 def test_transformers_models_log_their_signature_and_example(store, tokenizer_folder, tmp_path):
-    """mmbert (fill-mask) and the kv LM (text-generation) keep the transformers flavour that
+    """mmbert (fill-mask) and a causal LM (text-generation) keep the transformers flavour that
     other stages load; their pyfunc gets an inferred signature and a stored example."""
     from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
@@ -361,7 +361,7 @@ def test_transformers_models_log_their_signature_and_example(store, tokenizer_fo
     assert len(filled) >= 1
     generate = registered(
         store,
-        "tiny-kv-lm",
+        "tiny-causal-lm",
         lambda: tracking.log_transformers_model(
             AutoModelForCausalLM.from_pretrained(gpt2(tokenizer, tmp_path / "gen", 32)),
             tokenizer,
@@ -374,3 +374,32 @@ def test_transformers_models_log_their_signature_and_example(store, tokenizer_fo
     )
     (text,) = generate.predict(["who founded rome"])
     assert isinstance(text, str)
+
+
+def test_the_core_llm_pyfunc_answers_prompts_with_replies(store, tmp_path):
+    """paperline-llm's wrapper on a tiny chat checkpoint: prompts (and a system message) in,
+    one reply per prompt out; the checkpoint travels as the `checkpoint` artifact."""
+    from tasks.llm.serving import PARAMS, LLMPyfunc
+    from tests.unit.tiny_llm import save_tiny_checkpoint
+
+    folder = save_tiny_checkpoint(tmp_path / "checkpoint")
+    example = pd.DataFrame({"prompt": ["What is the capital of France?"], "system": [""]})
+    model = registered(
+        store,
+        "tiny-llm",
+        lambda: consumer.log_pyfunc_model(
+            LLMPyfunc(batch_size=2),
+            "model",
+            CARD,
+            example,
+            artifacts={"checkpoint": folder},
+            params={**PARAMS, "max_new_tokens": 4},
+            optional=["system"],
+        ),
+    )
+    asked = pd.DataFrame({"prompt": ["Hello", "Who founded Rome?", "Tea"]})
+    out = model.predict(asked, params={"max_new_tokens": 3})
+    assert list(out.columns) == ["reply"] and len(out) == 3
+    assert all(isinstance(reply, str) for reply in out["reply"])
+    with_system = pd.DataFrame({"prompt": ["Hello"], "system": ["Answer in one word."]})
+    assert len(model.predict(with_system, params={"max_new_tokens": 2})) == 1
