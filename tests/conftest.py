@@ -187,9 +187,14 @@ SMALL_PARAMS = {
             "scaling": {"torch_threads": 1},
         },
     },
+    "llm": {"sanity": {"lengths": [128], "passages": 4}},
     "kvcache": {
-        "tasks": {"train_items": 120, "lengths": [64, 96], "dev_items": 2, "test_items": 4},
-        "train": {"steps": 8, "log_every": 4, "batch_size": 8, "torch_threads": 1},
+        "tasks": {"lengths": [256, 384], "test_items": 2},
+        "study": {
+            "presses": ["streamingllm", "keydiff", "adakv_snapkv", "manifoldkv"]
+            + ["manifoldkv_l1", "manifoldkv_linf", "manifoldkv_cosine", "windowed_manifoldkv"],
+            "press": {"centroid_window": 128, "snapkv_window": 32},
+        },
     },
     "runtime": {"ray": {"num_cpus": 2}},
 }
@@ -417,6 +422,7 @@ aoeb_reproduced = area_fixture("aoeb")
 cmipref_reproduced = area_fixture("cmipref")
 tabular_reproduced = area_fixture("tabular")
 kvcache_reproduced = area_fixture("kvcache")
+llm_reproduced = area_fixture("llm")
 
 
 def run_cli(

@@ -1,90 +1,76 @@
-"""RULER-style needle tasks built from the haystack stream, and their validation.
+"""RULER-style needle items on real sentences, in the core LLM's tokens, and their checks.
 
-A needle is `the magic pair <key> <value> .` (RULER's "One of the special magic numbers for
-{key} is: {value}.", shortened so that the value directly follows its key: retrieval is then
-one induction-head copy, the simplest form a small model can learn); keys are pseudo-words
-that never occur in the haystack, values integers from `value_range`, each one token.
-Kinds (RULER's NIAH variants):
-- single: one needle, asked;
-- multikey: `keys` needles with distinct keys, one asked (the others are distractors);
-- multivalue: `values` needles sharing one key, all values asked;
-- multiquery: `queries` needles with distinct keys, all asked at once.
-A context is a contiguous window of the haystack with the needles inserted at random depths
-(moved to the nearest sentence end within a few words), exactly `length` tokens in all. The
-question ends with the answer's prefix ("… ? the magic pair <key>"), so greedy decoding
-continues with the value(s). Every item is scored by RULER's string_match_all: the
-share of its gold values that appear in the generated text.
+RULER's NIAH templates: the needle "One of the special magic numbers for {key} is:
+{value}.", values of `digits` digits, keys pseudo-words that occur nowhere in the haystack.
+Kinds (RULER's variants): single (one needle, asked); multikey (`keys` needles with
+distinct keys, one asked, the others distractors); multivalue (`values` needles sharing
+one key, all asked); multiquery (`queries` needles, all asked at once). A context is
+RULER's instruction, then consecutive haystack sentences from a random start with the
+needles between sentences at random depths, at most `length` tokens in all (instruction
+and needles included). The question and RULER's answer prefix follow the context; an item
+is scored by RULER's string_match_all (the share of gold values found in the reply).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-NEEDLE = "the magic pair {key} {value} ."
-NEEDLE_TOKENS = len(NEEDLE.split())
-SNAP = 6  # words a needle may move to sit at a sentence end
+INSTRUCTION = (
+    "Some special magic numbers are hidden within the following text. Make sure to "
+    "memorize it. I will quiz you about the numbers afterwards."
+)
+NEEDLE = "One of the special magic numbers for {key} is: {value}."
 KEY_POOL = 256
 SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
 
 
-def key_pool(haystack: set[str], size: int = KEY_POOL) -> list[str]:
+def key_pool(haystack: str, size: int = KEY_POOL) -> list[str]:
     """`size` three-syllable pseudo-words, the same on every run, none in the haystack."""
+    words = set(re.findall(r"\w+", haystack.lower()))
     rng = np.random.default_rng(20250913)
     found: list[str] = []
     while len(found) < size:
         word = "".join(rng.choice(SYLLABLES, 3))
-        if word not in haystack and word not in found:
+        if word not in words and word not in found:
             found.append(word)
     return found
 
 
-def value_pool(value_range: list[int]) -> list[str]:
-    low, high = value_range
-    return [str(v) for v in range(low, high + 1)]
-
-
-def needle_words(key: str, value: str) -> list[str]:
-    return NEEDLE.format(key=key, value=value).split()
-
-
-def question(kind: str, asked: list[str]) -> str:
+def question(kind: str, asked: list[str]) -> tuple[str, str]:
+    """RULER's question and answer prefix for the asked keys."""
     if kind in ("single", "multikey"):
         key = asked[0]
-        return f"what is the magic pair of {key} ? the magic pair {key}"
+        return (
+            f"What is the special magic number for {key} mentioned in the provided text?",
+            f"The special magic number for {key} mentioned in the provided text is",
+        )
     keys = " and ".join(asked)
-    every = "all " if kind == "multivalue" else ""
-    return f"what are {every}the magic pairs of {keys} ? the magic pairs {keys}"
-
-
-def template_words() -> list[str]:
-    """Every word the needle and question templates write (keys and values aside)."""
-    texts = [NEEDLE.format(key="", value="")]
-    texts += [question(kind, ["", ""]) for kind in ("single", "multivalue", "multiquery")]
-    return sorted({w for text in texts for w in text.split()})
+    return (
+        f"What are all the special magic numbers for {keys} mentioned in the provided text?",
+        f"The special magic numbers for {keys} mentioned in the provided text are",
+    )
 
 
 @dataclass(frozen=True)
 class Item:
     id: str
-    split: str
     kind: str
-    length: int
+    length: int  # the cell's token budget
+    tokens: int  # the context's tokens (instruction, haystack, needles)
     context: str
     question: str
+    answer_prefix: str
     answers: list[str]  # gold values, in the order the question asks them
     needle_keys: list[str]  # in context order
     needle_values: list[str]
-    needle_positions: list[int]  # word index of each needle's first word
+    depths: list[float]  # each needle's position as a share of the haystack sentences
     asked: list[str]
 
-    @property
-    def answer(self) -> str:
-        return " ".join(self.answers)
-
     def row(self) -> dict:
-        return {**self.__dict__, "answer": self.answer}
+        return asdict(self)
 
 
 def plan(kind: str, rng: np.random.Generator, keys: list[str], settings) -> tuple[list, list]:
@@ -99,79 +85,82 @@ def plan(kind: str, rng: np.random.Generator, keys: list[str], settings) -> tupl
     return chosen, chosen
 
 
-def insertion_points(window: list[str], count: int, rng: np.random.Generator) -> list[int]:
-    """`count` distinct insertion indices into `window`, each snapped to a free sentence
-    end ("." before it) when one is within SNAP words."""
-    points: set[int] = set()
-    while len(points) < count:
-        at = int(rng.integers(0, len(window) + 1))
-        ends = [i for i in range(max(0, at - SNAP), min(len(window), at + SNAP) + 1)]
-        ends = [i for i in ends if i > 0 and window[i - 1] == "." and i not in points]
-        if ends:
-            at = min(ends, key=lambda i: abs(i - at))
-        points.add(at)
-    return sorted(points)
+def draw_values(rng: np.random.Generator, count: int, digits: int, haystack: str) -> list[str]:
+    values: list[str] = []
+    while len(values) < count:
+        value = str(int(rng.integers(10 ** (digits - 1), 10**digits)))
+        if value not in values and value not in haystack:
+            values.append(value)
+    return values
 
 
 def make_item(
     item_id: str,
-    split: str,
     kind: str,
     length: int,
-    stream: list[str],
+    sentences: list[str],
+    sentence_tokens: list[int],
+    count_tokens,
     keys: list[str],
-    values: list[str],
+    haystack: str,
     rng: np.random.Generator,
     settings,
 ) -> Item:
+    """One item of at most `length` tokens (`count_tokens(text)`: the tokenizer's count)."""
     needle_keys, asked = plan(kind, rng, keys, settings)
-    filler = length - NEEDLE_TOKENS * len(needle_keys)
-    start = int(rng.integers(0, len(stream) - filler))
-    window = stream[start : start + filler]
-    present = set(window)
-    candidates = [v for v in values if v not in present]
-    needle_values = [str(v) for v in rng.choice(candidates, len(needle_keys), replace=False)]
-    context: list[str] = []
-    positions: list[int] = []
-    previous = 0
-    for at, key, value in zip(
-        insertion_points(window, len(needle_keys), rng), needle_keys, needle_values, strict=True
-    ):
-        context += window[previous:at]
-        positions.append(len(context))
-        context += needle_words(key, value)
-        previous = at
-    context += window[previous:]
+    needle_values = draw_values(rng, len(needle_keys), settings.digits, haystack)
+    needles = [
+        NEEDLE.format(key=k, value=v) for k, v in zip(needle_keys, needle_values, strict=True)
+    ]
+    budget = length - count_tokens(INSTRUCTION) - sum(count_tokens(" " + n) for n in needles)
+    start = int(rng.integers(len(sentences)))
+    chosen: list[str] = []
+    used = 0
+    for offset in range(len(sentences)):
+        at = (start + offset) % len(sentences)
+        if used + sentence_tokens[at] > budget:
+            if chosen:
+                break
+            continue  # a sentence longer than the whole budget: start after it
+        chosen.append(sentences[at])
+        used += sentence_tokens[at]
+    gaps = len(chosen) + 1
+    slots = np.sort(rng.choice(gaps, len(needles), replace=gaps < len(needles)))
+    parts = list(chosen)
+    for slot, needle in sorted(zip(slots, needles, strict=True), key=lambda p: -p[0]):
+        parts.insert(int(slot), needle)
+    context = INSTRUCTION + " " + " ".join(parts)
     answers = [v for k, v in zip(needle_keys, needle_values, strict=True) if k in asked]
     if kind == "multiquery":  # in the order the question asks
         answers = [needle_values[needle_keys.index(k)] for k in asked]
+    text, prefix = question(kind, asked)
     return Item(
         id=item_id,
-        split=split,
         kind=kind,
         length=length,
-        context=" ".join(context),
-        question=question(kind, asked),
+        tokens=count_tokens(context),
+        context=context,
+        question=text,
+        answer_prefix=prefix,
         answers=answers,
         needle_keys=needle_keys,
         needle_values=needle_values,
-        needle_positions=positions,
+        depths=[round(float(s) / max(1, len(chosen)), 4) for s in slots],
         asked=asked,
     )
 
 
 def problems(row: dict) -> list[str]:
-    """What is wrong with an item (empty when it is sound): its length, each needle at its
-    recorded position, every asked value present exactly once and every key exactly as
-    often as its needles, the answers the asked needles' values."""
+    """What is wrong with an item (empty when it is sound): over its budget, a needle
+    missing or repeated, an asked value not exactly once, a key outside its needles, the
+    answers not the asked needles' values."""
     found = []
-    context = row["context"].split(" ")
-    if len(context) != row["length"]:
-        found.append(f"{len(context)} context tokens, not {row['length']}")
-    needles = zip(row["needle_keys"], row["needle_values"], row["needle_positions"], strict=True)
-    for key, value, at in needles:
-        if context[at : at + NEEDLE_TOKENS] != needle_words(key, value):
-            found.append(f"needle for {key} is not at word {at}")
+    context = row["context"]
+    if row["tokens"] > row["length"]:
+        found.append(f"{row['tokens']} context tokens exceed the budget {row['length']}")
+    for key, value in zip(row["needle_keys"], row["needle_values"], strict=True):
+        if context.count(NEEDLE.format(key=key, value=value)) != 1:
+            found.append(f"the needle for {key} = {value} is not in the context exactly once")
     for value in row["answers"]:
         if (count := context.count(value)) != 1:
             found.append(f"answer {value} occurs {count} times in the context, not once")
@@ -184,8 +173,6 @@ def problems(row: dict) -> list[str]:
         expected = [v for k, v in pairs if k in row["asked"]]
     if list(row["answers"]) != expected:
         found.append(f"answers {row['answers']} are not the asked needles' values {expected}")
-    if row["question"].split()[-1] not in row["asked"]:
-        found.append("the question does not end with the answer's prefix (a key)")
     return found
 
 
@@ -193,3 +180,14 @@ def string_match_all(prediction: str, answers: list[str]) -> float:
     """RULER's metric: the share of gold answers that occur in the prediction."""
     text = prediction.lower()
     return sum(answer.lower() in text for answer in answers) / len(answers)
+
+
+def copy_one_needle(kind: str, settings) -> float:
+    """RULER score of a rule that answers with one needle's value, drawn uniformly: the
+    null a model must beat to show it read the right needle (1/keys on multikey)."""
+    return {
+        "single": 1.0,
+        "multikey": 1 / settings.keys,
+        "multivalue": 1 / settings.values,
+        "multiquery": 1 / settings.queries,
+    }[kind]

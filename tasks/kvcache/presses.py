@@ -1,14 +1,15 @@
-"""KV-cache presses with NVIDIA kvpress's `ScorerPress` semantics, for transformers 5.
+"""KV-cache presses with NVIDIA kvpress's semantics, for transformers 5.
 
-kvpress pins transformers < 5.3, so its contract is reimplemented here: a press is a
-context manager over a model (`with press(model): model(context)`) that hooks every
-attention module (`*.self_attn` with a `layer_idx`); after a module's prefill forward it
-scores every cached key of that layer per KV head, `score(module, hidden_states, keys,
-values, attentions, kwargs) -> (batch, kv_heads, T)`, keeps the `int(T · (1 − ratio))`
-highest-scoring positions (in their original order) and writes them back into the
-`DynamicCache` layer (`cache.layers[i].keys / .values`). Decoding steps pass through.
-Pruning a layer right after its own forward is the same as pruning after the whole
-prefill: the later layers' context states were computed from the unpruned layer.
+kvpress pins transformers < 5.3, so its contract is reimplemented here. A press decides,
+per layer and KV head, which context positions stay in the cache: `keep_mask(layer) ->
+bool (batch, kv_heads, T)`. A `ScorerPress` scores every cached key, `score(module,
+hidden_states, keys, values, attentions, kwargs) -> (batch, kv_heads, T)`, and keeps the
+`int(T · (1 − ratio))` highest (at least one); `BlockPress` runs a scorer block by block
+as KeyDiff does; `AdaKVPress` turns a scorer's per-head budgets into one budget per layer
+shared across heads. The presses see what kvpress's forward hook sees after the context's
+prefill: the layer's cached (post-RoPE) keys and values, the attention module, and the
+layer's input hidden states and rotary embeddings of the last context tokens (recorded by
+tasks/kvcache/compressed.py, which applies the masks).
 
 Scorers (kvpress's, the ManifoldKV variants from the author's description):
 - random: uniform noise (seeded per layer);
@@ -17,7 +18,10 @@ Scorers (kvpress's, the ManifoldKV variants from the author's description):
 - snapkv: attention of the last `window` context queries to each earlier key, averaged over
   those queries, pooled over `kernel` neighbours, averaged over the query heads of each KV
   group; the window itself is always kept;
-- keydiff: −cos(k, mean of the L2-normalised keys);
+- keydiff: −cos(k, mean of the L2-normalised keys), block-wise (`BlockPress`, 128-token
+  blocks, as the KeyDiff paper runs it);
+- adakv_snapkv: SnapKV's scores with AdaKV's head-wise budgets (each head keeps at least
+  `alpha` of an even share, the rest goes to the layer's highest scores);
 - manifoldkv (L2), manifoldkv_l1, manifoldkv_linf: the distance of k to the keys' centroid
   (mean over the sequence, per head) in that norm; manifoldkv_cosine: 1 − cos(k, centroid),
   the ablation's cosine arm;
@@ -28,9 +32,8 @@ Scorers (kvpress's, the ManifoldKV variants from the author's description):
 from __future__ import annotations
 
 import abc
-import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,14 +58,21 @@ def attention_modules(model: Any) -> list[Any]:
     return found
 
 
-def kept_indices(scores: torch.Tensor, n_kept: int) -> torch.Tensor:
-    """Per (batch, head), the positions of the `n_kept` highest scores, in ascending order."""
-    return scores.topk(n_kept, dim=-1).indices.sort(dim=-1).values
+@dataclass(frozen=True)
+class LayerState:
+    """One attention layer after the context's prefill, as a press sees it."""
+
+    module: Any
+    keys: torch.Tensor  # (batch, kv_heads, T, head_dim), post-RoPE
+    values: torch.Tensor
+    hidden_states: torch.Tensor  # the layer's input, last `window` context tokens
+    kwargs: dict[str, Any]  # position_embeddings: (cos, sin) of those tokens
 
 
-def gather_positions(states: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
-    expanded = indices.unsqueeze(-1).expand(-1, -1, -1, states.shape[-1])
-    return states.gather(2, expanded).contiguous()
+def top_mask(scores: torch.Tensor, n_kept: int) -> torch.Tensor:
+    """True at each (batch, head)'s `n_kept` highest scores."""
+    mask = torch.zeros(scores.shape, dtype=torch.bool, device=scores.device)
+    return mask.scatter(-1, scores.topk(n_kept, dim=-1).indices, True)
 
 
 @dataclass
@@ -87,48 +97,18 @@ class ScorerPress(abc.ABC):
     ) -> torch.Tensor:
         """A score per key (batch, heads, positions): each press says which keys matter."""
 
-    def compress(
-        self,
-        module: Any,
-        hidden_states: torch.Tensor,
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        attentions: torch.Tensor | None,
-        kwargs: dict[str, Any],
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def n_kept(self, length: int) -> int:
+        """kvpress's `int(T · (1 − ratio))`, but at least one position."""
+        return max(1, int(length * (1 - self.compression_ratio)))
+
+    def keep_mask(self, layer: LayerState) -> torch.Tensor:
+        keys = layer.keys
         if self.compression_ratio == 0:
-            return keys, values
-        scores = self.score(module, hidden_states, keys, values, attentions, kwargs)
-        n_kept = int(keys.shape[2] * (1 - self.compression_ratio))
-        indices = kept_indices(scores, n_kept)
-        return gather_positions(keys, indices), gather_positions(values, indices)
-
-    def forward_hook(self, module: Any, args: tuple, kwargs: dict, output: Any) -> Any:
-        hidden_states = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
-        cache = kwargs.get("cache", kwargs.get("past_key_values"))
-        if cache is None:
-            raise UserError("a press needs the forward pass to use a DynamicCache (use_cache)")
-        layer = cache.layers[module.layer_idx]
-        if layer.keys.shape[-2] != hidden_states.shape[1]:
-            return output  # a decoding step (the cache held tokens before): pass through
-        attentions = output[1] if isinstance(output, tuple) and len(output) > 1 else None
-        keys, values = self.compress(
-            module, hidden_states, layer.keys, layer.values, attentions, kwargs
+            return torch.ones(keys.shape[:-1], dtype=torch.bool, device=keys.device)
+        scores = self.score(
+            layer.module, layer.hidden_states, keys, layer.values, None, layer.kwargs
         )
-        layer.keys, layer.values = keys, values
-        return output
-
-    @contextlib.contextmanager
-    def __call__(self, model: Any) -> Iterator[None]:
-        hooks = [
-            module.register_forward_hook(self.forward_hook, with_kwargs=True)
-            for module in attention_modules(model)
-        ]
-        try:
-            yield
-        finally:
-            for hook in hooks:
-                hook.remove()
+        return top_mask(scores, self.n_kept(keys.shape[2]))
 
 
 @dataclass
@@ -148,7 +128,7 @@ class StreamingLLMPress(ScorerPress):
 
     def score(self, module, hidden_states, keys, values, attentions, kwargs):
         length = keys.shape[2]
-        n_pruned = length - int(length * (1 - self.compression_ratio))
+        n_pruned = length - self.n_kept(length)
         scores = torch.ones(keys.shape[:-1], device=keys.device)
         scores[:, :, self.n_sink : self.n_sink + n_pruned] = 0
         return scores
@@ -170,8 +150,9 @@ def window_attention(
 ) -> torch.Tensor:
     """Softmax attention of the last `window` queries to every key, (batch, heads, window,
     T), recomputed from the module's q_proj (and q_norm where it has one) and the layer's
-    rotary embeddings, causal inside the window (kvpress's compute_window_attention)."""
-    batch, length, _ = hidden_states.shape
+    rotary embeddings, causal inside the window (kvpress's compute_window_attention).
+    `hidden_states` and the embeddings hold at least the last `window` context tokens."""
+    batch, length = hidden_states.shape[0], keys.shape[2]
     head_dim = keys.shape[-1]
     queries = module.q_proj(hidden_states[:, -window:]).view(batch, window, -1, head_dim)
     if hasattr(module, "q_norm"):
@@ -256,16 +237,92 @@ class WindowedManifoldKVPress(ScorerPress):
         return torch.cat(parts, dim=-1)
 
 
-def press_factories(settings: Any) -> dict[str, Callable[[float], ScorerPress]]:
+@dataclass
+class BlockPress:
+    """kvpress's BlockPress: keep the first `n_kept` positions, then for each block of
+    `block_size` later positions score the kept ones with the block and keep the top
+    `n_kept` (the scorer sees only those keys, as in a streaming prefill)."""
+
+    press: ScorerPress
+    block_size: int = 128
+
+    @property
+    def compression_ratio(self) -> float:
+        return self.press.compression_ratio
+
+    def keep_mask(self, layer: LayerState) -> torch.Tensor:
+        keys, values = layer.keys, layer.values
+        batch, heads, length, _ = keys.shape
+        if self.compression_ratio == 0:
+            return torch.ones(keys.shape[:-1], dtype=torch.bool, device=keys.device)
+        n_kept = self.press.n_kept(length)
+        kept = torch.arange(n_kept, device=keys.device).expand(batch, heads, -1)
+        for start in range(n_kept, length, self.block_size):
+            block = torch.arange(start, min(start + self.block_size, length), device=keys.device)
+            current = torch.cat([kept, block.expand(batch, heads, -1)], dim=-1)
+            index = current.unsqueeze(-1).expand(-1, -1, -1, keys.shape[-1])
+            scores = self.press.score(
+                layer.module,
+                layer.hidden_states,
+                keys.gather(2, index),
+                values.gather(2, index),
+                None,
+                layer.kwargs,
+            )
+            kept = current.gather(-1, scores.topk(n_kept, dim=-1).indices)
+        mask = torch.zeros(keys.shape[:-1], dtype=torch.bool, device=keys.device)
+        return mask.scatter(-1, kept, True)
+
+
+@dataclass
+class AdaKVPress:
+    """kvpress's AdaKVPress: the layer keeps `n_kept × kv_heads` positions in all, chosen
+    by the scorer's highest scores across heads, after each head's top `alpha · n_kept`
+    are secured; heads that matter more keep more."""
+
+    press: ScorerPress
+    alpha_safeguard: float = 0.2
+
+    @property
+    def compression_ratio(self) -> float:
+        return self.press.compression_ratio
+
+    def keep_mask(self, layer: LayerState) -> torch.Tensor:
+        keys = layer.keys
+        batch, heads, length, _ = keys.shape
+        if self.compression_ratio == 0:
+            return torch.ones(keys.shape[:-1], dtype=torch.bool, device=keys.device)
+        scores = self.press.score(
+            layer.module, layer.hidden_states, keys, layer.values, None, layer.kwargs
+        ).float()
+        n_kept = self.press.n_kept(length)
+        n_safe = int(n_kept * self.alpha_safeguard)
+        if n_safe:
+            secured = scores.topk(n_safe, dim=-1).indices
+            scores = scores.scatter(-1, secured, torch.finfo(scores.dtype).max)
+        chosen = scores.reshape(batch, -1).topk(n_kept * heads, dim=-1).indices
+        mask = torch.zeros(batch, heads * length, dtype=torch.bool, device=keys.device)
+        return mask.scatter(-1, chosen, True).view(batch, heads, length)
+
+
+Press = ScorerPress | BlockPress | AdaKVPress
+
+
+def press_factories(settings: Any) -> dict[str, Callable[[float], Press]]:
     """Press name → a constructor from the compression ratio (settings: PressParams)."""
+
+    def snapkv(r: float) -> SnapKVPress:
+        return SnapKVPress(
+            r, window_size=settings.snapkv_window, kernel_size=settings.snapkv_kernel
+        )
+
     return {
         "random": lambda r: RandomPress(r, seed=settings.seed),
         "streamingllm": lambda r: StreamingLLMPress(r, n_sink=settings.sinks),
         "knorm": lambda r: KnormPress(r),
-        "snapkv": lambda r: SnapKVPress(
-            r, window_size=settings.snapkv_window, kernel_size=settings.snapkv_kernel
-        ),
-        "keydiff": lambda r: KeyDiffPress(r),
+        "snapkv": snapkv,
+        "keydiff": lambda r: BlockPress(KeyDiffPress(r), block_size=settings.block_size),
+        "adakv_snapkv": lambda r: AdaKVPress(snapkv(r), alpha_safeguard=settings.adakv_alpha),
         "manifoldkv": lambda r: ManifoldKVPress(r, norm="l2"),
         "manifoldkv_l1": lambda r: ManifoldKVPress(r, norm="l1"),
         "manifoldkv_linf": lambda r: ManifoldKVPress(r, norm="linf"),
@@ -276,7 +333,7 @@ def press_factories(settings: Any) -> dict[str, Callable[[float], ScorerPress]]:
     }
 
 
-def make_press(name: str, ratio: float, settings: Any) -> ScorerPress:
+def make_press(name: str, ratio: float, settings: Any) -> Press:
     factories = press_factories(settings)
     if name not in factories:
         raise UserError(f"press '{name}' is not one of: {', '.join(factories)}")

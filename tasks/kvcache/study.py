@@ -1,10 +1,10 @@
 """kvcache.study: accuracy by task × press × compression ratio × length, and the claims.
 
-One Ray task per (kind, length) cell of the test split loads the model once and answers the
-cell's items with the full cache and with every press at every ratio (tasks/kvcache/
-scoring.py). The model is kvcache.train's by default, or `kvcache.eval.model` (a local
-checkpoint or a registry URI), on `kvcache.eval.device` in `dtype`. MLflow: one study run
-with a child run per press (its accuracy per kind, length and ratio, and the KV bytes kept).
+One Ray task per test item, longest first so the workers finish together; each worker loads
+the core LLM once (`llm.local`: llm-import's SmolLM2-135M-Instruct by default, or any
+checkpoint folder or registry URI, on any device) and answers an item with one prefill,
+the full cache and every press at every ratio decoded from it (tasks/kvcache/scoring.py).
+MLflow: one study run with a child run per press (its accuracy per kind, length and ratio).
 Outputs: every item's answer (`study.parquet`), `results.json` (dvc metrics: the full-cache
 baseline per kind and length, accuracy per press and ratio, memory), `results.md`,
 `accuracy_vs_ratio.csv` and `curves/<kind>.csv` (dvc plots: accuracy against the ratio, one
@@ -13,6 +13,8 @@ column per press; ratio 0 is the full cache) and `claims.json` (tasks/kvcache/cl
 
 from __future__ import annotations
 
+import functools
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,52 +22,59 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.core import evidence, ray_runtime, tracking
-from tasks.core.io import Folder, read_json, read_parquet
+from tasks.core.causal_lm import load_causal_lm, max_positions
+from tasks.core.io import Folder, read_parquet
+from tasks.core.llm_params import SERVICE_KEYS, LocalBackendParams
 from tasks.core.progress import get_logger
 from tasks.core.stage import Stage, StageContext
 from tasks.kvcache.claims import build_claims, setting_notes
-from tasks.kvcache.lm import load_causal_lm, max_positions
+from tasks.kvcache.compressed import use_masked_attention
+from tasks.kvcache.needles import copy_one_needle
 from tasks.kvcache.params import KvCacheParams, PressParams
-from tasks.kvcache.scoring import FULL, check_positions, encode, score_items
+from tasks.kvcache.scoring import FULL, answer_item, arm_groups, check_positions, encode
 
 log = get_logger("paperline.kvcache.study")
 DATA = "data/processed/kvcache"
 MODEL_DIR = "models/kvcache"
+LLM_FOLDER = "models/llm/checkpoint"
 
 
-def arms(presses: list[str], ratios: list[float]) -> list[tuple[str, float]]:
-    """The full cache, then every press at every ratio."""
-    return [(FULL, 0.0)] + [(press, ratio) for press in presses for ratio in ratios]
+def load_model(local: LocalBackendParams, root: str, tracking_uri: str | None) -> tuple:
+    """The core LLM (`llm.local`), its attention able to mask a head's evicted positions."""
+    spec = local.model
+    if not spec.startswith("models:/") and not Path(spec).is_absolute():
+        spec = str(Path(root) / spec)
+    model, tokenizer = load_causal_lm(spec, local.device, local.dtype, tracking_uri)
+    use_masked_attention(model)
+    return model, tokenizer
 
 
-def answer_cells(
-    cells: pa.Table,
-    model: str,
-    items: list[dict],
-    study: dict,
-    device: str,
-    dtype: str,
-    tracking_uri: str | None,
+@functools.cache
+def worker_model(local: str, root: str, tracking_uri: str | None) -> tuple:
+    """The model, loaded once per Ray worker process (the worker answers many items)."""
+    return load_model(LocalBackendParams.model_validate_json(local), root, tracking_uri)
+
+
+def answer_items(
+    items: pa.Table, local: str, root: str, study: dict, tracking_uri: str | None
 ) -> pa.Table:
-    """Ray task: every arm on the items of each (kind, length) row of `cells`."""
+    """Ray task: every arm on each item of `items` (one prefill per item)."""
     import torch
 
-    torch.set_num_threads(study["torch_threads"])
-    if tracking_uri:
-        import mlflow
-
-        mlflow.set_tracking_uri(tracking_uri)
-    lm, tokenizer = load_causal_lm(model, device, dtype)
-    settings = PressParams.model_validate(study["press"])
+    settings = LocalBackendParams.model_validate_json(local)
+    torch.set_num_threads(settings.threads or study["torch_threads"])
+    model, tokenizer = worker_model(local, root, tracking_uri)
+    press = PressParams.model_validate(study["press"])
+    groups = arm_groups(study["presses"], study["ratios"], study["arms_per_batch"])
     results = []
-    for cell in cells.to_pylist():
-        rows = [r for r in items if r["kind"] == cell["kind"] and r["length"] == cell["length"]]
-        encoded = encode(tokenizer, rows)
-        check_positions(encoded, max_positions(lm))
-        for press, ratio in arms(study["presses"], study["ratios"]):
-            results += score_items(
-                lm, tokenizer, encoded, press, ratio, settings, study["batch_size"]
-            )
+    for row in items.to_pylist():
+        started = time.perf_counter()
+        item = encode(tokenizer, row)
+        check_positions(item, max_positions(model), study["answer_slack"])
+        results += answer_item(model, tokenizer, item, groups, press, study["answer_slack"])
+        log.info(
+            "%s: %d tokens, %.1f s", row["id"], len(item.context), time.perf_counter() - started
+        )
     return pa.Table.from_pylist(results)
 
 
@@ -137,10 +146,10 @@ def log_runs(
     import mlflow
 
     with tracking.start_run(
-        params.train.experiment,
+        params.experiment,
         ctx.runtime.mlflow,
         run_name="press-study",
-        inputs=[f"{DATA}/test.parquet", f"{MODEL_DIR}/lm"],
+        inputs=[f"{DATA}/test.parquet", LLM_FOLDER],
         root=ctx.root,
     ):
         mlflow.log_params(
@@ -148,7 +157,7 @@ def log_runs(
                 "presses": ",".join(params.study.presses),
                 "ratios": ",".join(str(r) for r in params.study.ratios),
                 "lengths": ",".join(str(n) for n in lengths),
-                "model": params.eval.model or f"{MODEL_DIR}/lm",
+                "model": ctx.llm.local.model,
             }
         )
         mlflow.log_dict(metrics, "results.json")
@@ -169,26 +178,28 @@ def run(params: KvCacheParams, inputs: Mapping[str, Path], ctx: StageContext) ->
     test = read_parquet(inputs["test"]).to_pylist()
     kinds = [k for k in params.tasks.kinds if any(r["kind"] == k for r in test)]
     lengths = sorted({r["length"] for r in test})
-    model = params.eval.model or str(inputs["model"])
-    uri = tracking.configure(ctx.runtime.mlflow, ctx.root) if model.startswith("models:/") else None
-    cells = pa.Table.from_pylist([{"kind": k, "length": n} for k in kinds for n in lengths])
-    log.info(
-        "kvcache.study: %d items, %d cells × %d arms, model %s",
-        len(test),
-        cells.num_rows,
-        len(arms(study.presses, study.ratios)),
-        model,
+    local = ctx.llm.local
+    uri = (
+        tracking.configure(ctx.runtime.mlflow, ctx.root)
+        if local.model.startswith("models:/")
+        else None
     )
+    arms = sum(len(g) for g in arm_groups(study.presses, study.ratios, study.arms_per_batch))
+    log.info(
+        "kvcache.study: %d items × %d arms (one prefill per item), model %s",
+        len(test),
+        arms,
+        local.model,
+    )
+    longest_first = sorted(test, key=lambda row: -row["tokens"])  # balances the workers
     refs = ray_runtime.map_table(
-        cells,
-        answer_cells,
+        pa.Table.from_pylist(longest_first),
+        answer_items,
         batch_size=1,
         num_workers=study.num_workers,
-        model=model,
-        items=test,
+        local=local.model_dump_json(),
+        root=str(ctx.root),
         study=study.model_dump(mode="json"),
-        device=params.eval.device,
-        dtype=params.eval.dtype,
         tracking_uri=uri,
     )
     answers = ray_runtime.collect(refs)
@@ -199,17 +210,9 @@ def run(params: KvCacheParams, inputs: Mapping[str, Path], ctx: StageContext) ->
     items: dict[str, dict[int, list[str]]] = {}
     for row in test:
         items.setdefault(row["kind"], {}).setdefault(row["length"], []).append(row["id"])
-    pools = read_json(inputs["tasks_metrics"])
-    shape = params.train.model
-    notes = setting_notes(
-        f"a {shape.num_layers}-layer Llama-style model (hidden {shape.hidden_size}, "
-        f"{shape.num_heads} query / {shape.num_kv_heads} KV heads)"
-        if not params.eval.model
-        else f"the model {params.eval.model}",
-        lengths,
-        study.press.centroid_window,
-    )
-    claims = build_claims(scores, items, study, 1 / len(pools["values"]), notes)
+    notes = setting_notes(local.model, lengths, study.press.centroid_window)
+    nulls = {kind: copy_one_needle(kind, params.tasks) for kind in kinds}
+    claims = build_claims(scores, items, study, nulls, notes)
     claims_json = evidence.claims_value(claims)
     by_press = pooled(rows, ("press", "ratio"))
     by_kind = pooled(rows, ("press", "ratio", "kind"))
@@ -280,16 +283,14 @@ STAGE = Stage(
     params_key="kvcache",
     params=(
         "kvcache.study",
-        "kvcache.eval",
         "kvcache.tasks.kinds",
-        "kvcache.train.model",
-        "kvcache.train.experiment",
+        "kvcache.tasks.keys",
+        "kvcache.tasks.values",
+        "kvcache.tasks.queries",
+        "kvcache.experiment",
+        *SERVICE_KEYS,
     ),
-    inputs={
-        "test": f"{DATA}/test.parquet",
-        "tasks_metrics": f"{DATA}/tasks_metrics.json",
-        "model": f"{MODEL_DIR}/lm",
-    },
+    inputs={"test": f"{DATA}/test.parquet", "model": LLM_FOLDER},
     outputs={
         "answers": f"{MODEL_DIR}/study.parquet",
         "metrics": f"{MODEL_DIR}/results.json",

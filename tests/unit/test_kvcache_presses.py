@@ -1,17 +1,25 @@
-"""The presses against direct formulas, what a press keeps, and decoding on a pruned cache."""
-
-import contextlib
+"""The presses against direct formulas, what a press keeps (block-wise, head-wise), and
+decoding on the batched compressed caches against masking and against `generate`."""
 
 import numpy as np
 import pytest
 import torch
 
 from tasks.core.errors import UserError
-from tasks.kvcache.generation import greedy_answer
+from tasks.kvcache.compressed import (
+    batched_cache,
+    decode,
+    keep_masks,
+    prefill,
+    use_masked_attention,
+)
 from tasks.kvcache.params import PRESSES, PressParams
 from tasks.kvcache.presses import (
+    AdaKVPress,
+    BlockPress,
     KeyDiffPress,
     KnormPress,
+    LayerState,
     ManifoldKVPress,
     RandomPress,
     SnapKVPress,
@@ -73,13 +81,18 @@ def test_windowed_centroid_is_per_window_and_equals_global_for_one_window(keys):
     np.testing.assert_allclose(single, score(ManifoldKVPress(0.5), keys), rtol=1e-6)
 
 
+def layer_of(keys, values=None):
+    return LayerState(Layer0(), keys, keys if values is None else values, None, {})
+
+
+def kept_positions(mask):
+    """Per (batch, head), the kept positions as lists."""
+    return [[row.nonzero().flatten().tolist() for row in heads] for heads in mask]
+
+
 def test_streamingllm_keeps_the_sinks_and_the_most_recent(keys):
-    press = StreamingLLMPress(0.5, n_sink=4)
-    kept, _ = press.compress(Layer0(), None, keys, keys, None, {})
-    positions = torch.arange(40.0).view(1, 1, 40, 1).expand(2, 3, 40, 8)
-    kept_positions, _ = press.compress(Layer0(), None, positions, positions, None, {})
-    assert kept.shape[2] == 20
-    assert kept_positions[0, 0, :, 0].tolist() == [0, 1, 2, 3, *range(24, 40)]
+    mask = StreamingLLMPress(0.5, n_sink=4).keep_mask(layer_of(keys))
+    assert all(p == [0, 1, 2, 3, *range(24, 40)] for heads in kept_positions(mask) for p in heads)
 
 
 def test_random_press_is_seeded_per_layer(keys):
@@ -88,17 +101,41 @@ def test_random_press_is_seeded_per_layer(keys):
     assert not np.array_equal(first, score(RandomPress(0.5, seed=4), keys))
 
 
-def test_compress_keeps_the_top_scores_in_their_order(keys):
+def test_a_scorer_keeps_its_top_scores_and_at_least_one_position(keys):
     press = ManifoldKVPress(0.25)
-    kept_keys, kept_values = press.compress(Layer0(), None, keys, keys * 2, None, {})
+    mask = press.keep_mask(layer_of(keys))
     scores = score(press, keys)
-    n_kept = int(40 * 0.75)
-    assert kept_keys.shape == (2, 3, n_kept, 8)
     for b in range(2):
         for h in range(3):
-            top = np.sort(np.argsort(-scores[b, h])[:n_kept])
-            torch.testing.assert_close(kept_keys[b, h], keys[b, h, top])
-            torch.testing.assert_close(kept_values[b, h], 2 * keys[b, h, top])
+            top = sorted(np.argsort(-scores[b, h])[:30].tolist())
+            assert mask[b, h].nonzero().flatten().tolist() == top
+    nearly_all = ManifoldKVPress(0.99).keep_mask(layer_of(keys[:, :, :20]))
+    assert (nearly_all.sum(-1) == 1).all()  # int(20 · 0.01) = 0, kept 1: no empty cache
+
+
+def test_block_press_with_one_block_is_the_scorer_and_streams_otherwise(keys):
+    one_block = BlockPress(KeyDiffPress(0.5), block_size=64).keep_mask(layer_of(keys))
+    torch.testing.assert_close(one_block, KeyDiffPress(0.5).keep_mask(layer_of(keys)))
+    blocks = BlockPress(KeyDiffPress(0.5), block_size=4).keep_mask(layer_of(keys))
+    assert (blocks.sum(-1) == 20).all()
+    # streaming by hand: keep 0..19, then each block of 4 competes with the kept 20
+    kept = list(range(20))
+    for start in range(20, 40, 4):
+        current = kept + list(range(start, start + 4))
+        scores = score(KeyDiffPress(0.5), keys[:1, :1, current])[0, 0]
+        kept = [current[i] for i in np.argsort(-scores, kind="stable")[:20]]
+    assert blocks[0, 0].nonzero().flatten().tolist() == sorted(kept)
+
+
+def test_adakv_shares_one_budget_per_layer_and_secures_each_head(keys):
+    inner = ManifoldKVPress(0.5)
+    mask = AdaKVPress(inner, alpha_safeguard=0.2).keep_mask(layer_of(keys))
+    assert (mask.sum(dim=(1, 2)) == 3 * 20).all()  # n_kept × heads per layer, in all
+    assert (mask.sum(-1) >= int(20 * 0.2)).all()
+    scaled = keys.clone()
+    scaled[:, 0] *= 10  # head 0's distances are 10× the others': it takes the budget
+    skewed = AdaKVPress(inner, alpha_safeguard=0.2).keep_mask(layer_of(scaled))
+    assert (skewed[:, 0].sum(-1) > 20).all() and (skewed[:, 1:].sum(-1) >= 4).all()
 
 
 def test_ratio_outside_the_interval_and_unknown_press_are_one_line_errors():
@@ -128,40 +165,21 @@ def tiny_model(attention="sdpa"):
     return LlamaForCausalLM(config).eval()
 
 
-def prefill(model, context, press=None):
-    from transformers import DynamicCache
-
-    from tasks.core.kv_cache import cache_argument
-
-    cache = DynamicCache(config=model.config)
-    with press(model) if press else contextlib.nullcontext(), torch.no_grad():
-        model(input_ids=context, **{cache_argument(model): cache}, use_cache=True)
-    return cache
-
-
-def test_a_press_keeps_exactly_the_intended_positions_in_every_layer():
-    model = tiny_model()
-    context = torch.randint(0, 50, (2, 30), generator=torch.Generator().manual_seed(1))
-    full = prefill(model, context)
-    pressed = prefill(model, context, ManifoldKVPress(0.5))
-    for layer, kept in zip(full.layers, pressed.layers, strict=True):
-        assert kept.keys.shape[2] == 15 and kept.values.shape[2] == 15
-        distance = (layer.keys - layer.keys.mean(dim=2, keepdim=True)).norm(dim=-1)
-        top = distance.topk(15, dim=-1).indices.sort(dim=-1).values
-        expanded = top.unsqueeze(-1).expand(-1, -1, -1, layer.keys.shape[-1])
-        torch.testing.assert_close(kept.keys, layer.keys.gather(2, expanded))
-        torch.testing.assert_close(kept.values, layer.values.gather(2, expanded))
-
-
 def test_snapkv_recomputed_window_attention_equals_eager_attention_weights():
-    """kvpress's two SnapKV paths: queries recomputed from q_proj + RoPE (sdpa) and the
-    eager attention's own weights give the same scores, hence the same cache."""
-    context = torch.randint(0, 50, (2, 40), generator=torch.Generator().manual_seed(2))
-    sdpa = prefill(tiny_model("sdpa"), context, SnapKVPress(0.5, window_size=8))
-    eager = prefill(tiny_model("eager"), context, SnapKVPress(0.5, window_size=8))
-    for a, b in zip(sdpa.layers, eager.layers, strict=True):
-        assert a.keys.shape[2] == 20
-        torch.testing.assert_close(a.keys, b.keys, rtol=1e-4, atol=1e-5)
+    """kvpress's two SnapKV paths: queries recomputed from q_proj + RoPE (from the recorded
+    window) and the eager attention's own weights give the same scores."""
+    context = torch.randint(0, 50, (1, 40), generator=torch.Generator().manual_seed(2))
+    model = tiny_model("eager")
+    press = SnapKVPress(0.5, window_size=8)
+    recorded = prefill(model, context, window=8)
+    with torch.no_grad():
+        attentions = model(input_ids=context, output_attentions=True).attentions
+    for layer, weights in zip(recorded.layers, attentions, strict=True):
+        recomputed = press.score(
+            layer.module, layer.hidden_states, layer.keys, layer.values, None, layer.kwargs
+        )
+        direct = press.score(layer.module, None, layer.keys, layer.values, weights, {})
+        torch.testing.assert_close(recomputed, direct, rtol=1e-4, atol=1e-5)
 
 
 def test_snapkv_score_matches_the_direct_formula():
@@ -182,22 +200,46 @@ def test_snapkv_score_matches_the_direct_formula():
     np.testing.assert_allclose(got[:, -window:], grouped.max(), rtol=1e-5)  # always kept
 
 
-def test_decoding_on_a_pruned_cache_equals_masking_those_tokens_out():
+def answers(model, context, question, presses, steps=6, room=None):
+    recorded = prefill(model, context, window=8)
+    masks = [keep_masks(recorded, p) for p in presses]
+    room = question.shape[1] + steps if room is None else room
+    batched = batched_cache(recorded, masks, model.config, room)
+    return decode(model, batched, question, context.shape[1], steps, set()), batched
+
+
+def test_the_full_cache_row_decodes_as_generate_does():
     model = tiny_model()
+    use_masked_attention(model)
     generator = torch.Generator().manual_seed(4)
-    context = torch.randint(0, 50, (3, 32), generator=generator)
-    question = torch.randint(0, 50, (3, 5), generator=generator)
-    press = StreamingLLMPress(0.5, n_sink=4)
-    pruned = greedy_answer(model, context, question, 6, press)
-    keep = torch.zeros(3, 32, dtype=torch.bool)
-    keep[:, :4] = True
-    keep[:, 20:] = True  # the 16 most recent of int(32 · 0.5) kept, after 4 sinks
-    masked = greedy_answer(model, context, question, 6, keep=keep)
-    assert torch.equal(pruned.tokens, masked.tokens)
-    for a, b in zip(pruned.logits, masked.logits, strict=True):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-    unpressed = greedy_answer(model, context, question, 6)
-    assert not all(
-        torch.allclose(a, b) for a, b in zip(pruned.logits, unpressed.logits, strict=True)
+    context = torch.randint(0, 50, (1, 32), generator=generator)
+    question = torch.randint(0, 50, (1, 5), generator=generator)
+    (tokens,), batched = answers(model, context, question, [None])
+    expected = model.generate(
+        torch.cat([context, question], dim=1), max_new_tokens=6, do_sample=False
     )
-    assert pruned.kv_bytes * 2 == pruned.full_kv_bytes == unpressed.kv_bytes
+    assert tokens == expected[0, 37:].tolist()
+    for room in (2, 11):  # out of room after the question: then it concatenates
+        (again,), batched = answers(model, context, question, [None], room=room)
+        assert again == tokens and batched.cache.layers[0].keys.shape[2] == 32 + 5 + 5
+    assert batched.keep is None and batched.kept_entries == [2 * 2 * 32]
+
+
+def test_a_padded_head_wise_batch_decodes_each_row_as_it_would_alone():
+    """AdaKV rows are padded to the layer's longest head and masked: every row must decode
+    exactly as when it is batched alone (no padding, plain sdpa)."""
+    model = tiny_model()
+    use_masked_attention(model)
+    generator = torch.Generator().manual_seed(5)
+    context = torch.randint(0, 50, (1, 40), generator=generator)
+    question = torch.randint(0, 50, (1, 4), generator=generator)
+    presses = [ManifoldKVPress(0.5), AdaKVPress(ManifoldKVPress(0.5)), None]
+    together, batched = answers(model, context, question, presses)
+    assert batched.keep is not None
+    for press, tokens in zip(presses, together, strict=True):
+        alone, _ = answers(model, context, question, [press])
+        assert tokens == alone[0]
+    assert batched.kept_entries[0] == batched.kept_entries[1] == 2 * 2 * 20
+    evicting = answers(model, context, question, [StreamingLLMPress(0.9, n_sink=1)], 12)[0]
+    full = answers(model, context, question, [None], 12)[0]
+    assert evicting != full  # the compressed cache changes what the model says
