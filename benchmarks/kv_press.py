@@ -1,134 +1,121 @@
-"""KV-cache presses: what scoring costs at prefill, and the KV memory each ratio keeps.
+"""KV-cache presses on the core LLM: scoring overhead, KV memory and decode cost per ratio.
 
-Run: `.venv/bin/python benchmarks/kv_press.py --lengths 512,2048 --repeats 5`
-(`--model models/kvcache/lm` for the trained needle LM; default a randomly initialised
-Llama-style GQA decoder of `--hidden`/`--layers`, which is what the cost depends on).
+Run: `.venv/bin/python benchmarks/kv_press.py --lengths 512,2048 --repeats 3`
+(`--model` a checkpoint folder; default llm-import's models/llm/checkpoint).
 
-Same model, same process, same inputs: for each context length, the median wall time of a
-prefill with no press and with each press at ratio 0.5 (scoring + pruning every layer), then
-the time per decoded token on the full and on the pruned cache (median with `--decode-tokens`
-tokens minus median with one, over the extra tokens), and the KV bytes
-after prefill at each ratio against the full cache.
+Same model, same process, same context (the seed's English sentences): per context length,
+the prefill with no press, then each press's scoring of every layer after it (the study's
+one-prefill-per-item path) as a share of that prefill; then at each ratio the KV bytes
+ManifoldKV keeps against the full cache and the time per decoded token of a batch of
+`--arms` compressed caches, with the in-place cache layer the study uses and with
+transformers' DynamicLayer (which concatenates the whole cache every step). Every figure is
+the median [min–max] over `--repeats` runs after a warm-up.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
+import statistics
 import sys
 from pathlib import Path
 
-from _timing import timed  # benchmarks/_timing.py: the script's folder is on sys.path
+from _timing import spread, timings  # benchmarks/_timing.py: the script's folder is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-PRESSES = (
-    "random",
-    "streamingllm",
-    "knorm",
-    "snapkv",
-    "keydiff",
-    "manifoldkv",
-    "windowed_manifoldkv",
-)
+PRESSES = ("streamingllm", "knorm", "snapkv", "keydiff", "adakv_snapkv", "manifoldkv")
 
 
-def build_model(args: argparse.Namespace):
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+def context_ids(tokenizer, length: int) -> list[int]:
+    from tasks.core.seed_text import CODE_ARCHIVE, UDHR_ENGLISH, seed_paragraphs
 
-    if args.model:
-        from tasks.kvcache.lm import load_local
-
-        return load_local(Path(args.model))[0]
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=2000,
-        hidden_size=args.hidden,
-        intermediate_size=2 * args.hidden,
-        num_hidden_layers=args.layers,
-        num_attention_heads=args.heads,
-        num_key_value_heads=args.kv_heads,
-        max_position_embeddings=max(args.lengths) + 64,
-    )
-    return LlamaForCausalLM(config).eval()
+    text = " ".join(seed_paragraphs(ROOT / UDHR_ENGLISH, ROOT / CODE_ARCHIVE))
+    return tokenizer(text, add_special_tokens=False)["input_ids"][:length]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="", help="a causal-LM folder; default random init")
+    parser.add_argument("--model", default=str(ROOT / "models/llm/checkpoint"))
     parser.add_argument(
         "--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[512, 2048]
     )
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--hidden", type=int, default=256)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--kv-heads", type=int, default=2)
-    parser.add_argument("--decode-tokens", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--arms", type=int, default=8, help="compressed caches decoded at once")
+    parser.add_argument("--decode-tokens", type=int, default=12)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     import torch
 
+    from tasks.core.causal_lm import load_local
+    from tasks.kvcache.compressed import use_masked_attention
     from tasks.kvcache.params import PressParams
 
     torch.set_num_threads(args.threads)
-    model = build_model(args)
+    model, tokenizer = load_local(Path(args.model))
+    use_masked_attention(model)
     config = model.config
-    settings = PressParams(snapkv_window=64, centroid_window=256)
     print(
-        f"model: {type(model).__name__}, {config.num_hidden_layers} layers, hidden "
-        f"{config.hidden_size}, {config.num_attention_heads} query / "
-        f"{config.num_key_value_heads} KV heads; torch {torch.__version__}, "
-        f"{args.threads} threads; median of {args.repeats}"
+        f"model {args.model}: {config.num_hidden_layers} layers, {config.num_attention_heads} "
+        f"query / {config.num_key_value_heads} KV heads; torch {torch.__version__}, "
+        f"{args.threads} threads; median [min–max] of {args.repeats}"
     )
     for length in args.lengths:
-        measure(model, length, settings, args)
+        measure(model, context_ids(tokenizer, length), PressParams(), args)
 
 
-def measure(model, length: int, settings, args: argparse.Namespace) -> None:
-    """One context length: the prefill table, then memory and decode time per ratio."""
+def measure(model, ids: list[int], settings, args: argparse.Namespace) -> None:
+    """One context length: scoring overhead per press, then memory and decode per ratio."""
     import torch
-    from transformers import DynamicCache
 
-    from tasks.kvcache.generation import cache_argument, greedy_answer, kv_bytes
+    from tasks.kvcache.compressed import (
+        batched_cache,
+        bytes_per_entry,
+        decode,
+        keep_masks,
+        prefill,
+    )
     from tasks.kvcache.presses import make_press
 
-    config, argument = model.config, cache_argument(model)
-    context = torch.randint(
-        0, config.vocab_size, (1, length), generator=torch.Generator().manual_seed(0)
-    )
-    question = torch.randint(
-        0, config.vocab_size, (1, 8), generator=torch.Generator().manual_seed(1)
-    )
-
-    def prefill(press=None):
-        cache = DynamicCache(config=config)
-        with torch.no_grad(), press(model) if press else contextlib.nullcontext():
-            model(input_ids=context, **{argument: cache}, use_cache=True, logits_to_keep=1)
-        return cache
-
-    base = timed(prefill, args.repeats)
-    print(f"\n## context {length} tokens\n")
-    print("| prefill | seconds | vs no press |\n|---|---|---|")
-    print(f"| no press | {base:.4f} | 1.00× |")
+    context = torch.tensor([ids])
+    question = torch.tensor([ids[:8]])
+    prefill_times = timings(lambda: prefill(model, context, settings.snapkv_window), args.repeats)
+    base = statistics.median(prefill_times)
+    recorded = prefill(model, context, settings.snapkv_window)
+    print(f"\n## context {len(ids)} tokens\n")
+    print("| step | seconds | share of the prefill |\n|---|---|---|")
+    print(f"| prefill (full cache, recorded) | {spread(prefill_times)} | 1.00 |")
     for name in PRESSES:
         press = make_press(name, 0.5, settings)
-        seconds = timed(lambda p=press: prefill(p), args.repeats)
-        print(f"| {name} @ 0.5 | {seconds:.4f} | {seconds / base:.2f}× |")
-    full_bytes = kv_bytes(prefill())
+        found = timings(lambda p=press: keep_masks(recorded, p), args.repeats)
+        share = statistics.median(found) / base
+        print(f"| {name} @ 0.5: score + choose | {spread(found, 4)} | {share:.3f} |")
+    per_entry = bytes_per_entry(recorded)
+    full = sum(layer.keys.shape[1] for layer in recorded.layers) * len(ids) * per_entry
     steps = args.decode_tokens
-    print("\n| ratio | KV bytes (manifoldkv) | share of full | decode s/token |")
-    print("|---|---|---|---|")
+
+    def per_token(masks, in_place: bool) -> list[float]:
+        def run(count: int) -> None:
+            batched = batched_cache(recorded, masks, model.config, (8 + count) if in_place else 0)
+            decode(model, batched, question, len(ids), count, set())
+
+        many, one = timings(lambda: run(steps), args.repeats), timings(lambda: run(1), args.repeats)
+        return [(m - o) / (steps - 1) for m, o in zip(many, one, strict=True)]
+
+    print(
+        f"\n| ratio | KV MiB kept (manifoldkv) | share | decode s/token ({args.arms} arms), "
+        "in place | same, DynamicLayer | DynamicLayer / in place |"
+    )
+    print("|---|---|---|---|---|---|")
     for ratio in (0.0, 0.25, 0.5, 0.75):
-        press = make_press("manifoldkv", ratio, settings)
-        kept = kv_bytes(prefill(press))
-        many = timed(
-            lambda p=press: greedy_answer(model, context, question, steps, p), args.repeats
+        press = None if ratio == 0 else make_press("manifoldkv", ratio, settings)
+        masks = [keep_masks(recorded, press)] * args.arms
+        kept = sum(int(m.sum()) for m in masks[0]) * per_entry
+        reserved, concatenated = per_token(masks, True), per_token(masks, False)
+        gain = statistics.median(concatenated) / statistics.median(reserved)
+        print(
+            f"| {ratio} | {kept / 2**20:.1f} | {kept / full:.3f} | {spread(reserved, 4)} | "
+            f"{spread(concatenated, 4)} | {gain:.2f}× |"
         )
-        one = timed(lambda p=press: greedy_answer(model, context, question, 1, p), args.repeats)
-        per_token = (many - one) / (steps - 1)  # same prefill and question in both
-        print(f"| {ratio} | {kept:,} | {kept / full_bytes:.3f} | {per_token:.5f} |")
 
 
 if __name__ == "__main__":
