@@ -66,7 +66,7 @@ def test_unknown_stage_and_flow(repo_copy):
     assert (flow.returncode, flow.stderr) == (
         2,
         "flow 'nope': no such flow; the flows are pipeline, corpus, mlm, kg, scam, deltastack,"
-        " kvcache, aoeb, cmipref, tabular, report"
+        " llm, kvcache, aoeb, cmipref, tabular, report"
         " (`pipeline`, then one per area with stages in dvc.yaml)\n",
     )
 
