@@ -216,6 +216,45 @@ def paired_binary(a: Sequence[float], b: Sequence[float], unit: str) -> Comparis
     return Comparison(estimate, float(p_value), float(left.mean()), float(right.mean()))
 
 
+def paired_over_seeds(
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], unit: str, seed: int = SEED
+) -> Comparison:
+    """Arm `a` against arm `b` where each training seed scored its own units (`a[s][i]` is
+    seed s's unit i): the interval carries the training's variance as well as the units'.
+
+    A two-stage (hierarchical) bootstrap: each resample draws the seeds with replacement,
+    then each drawn seed's units with replacement, and takes the mean difference; the
+    interval is the percentile interval of those means, and p is twice the smaller share
+    of them on either side of 0, so the two agree. With one seed this is `paired`.
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"a comparison over seeds of {unit}: {len(a)} vs {len(b)} seeds")
+    if len(a) == 1:
+        return paired(a[0], b[0], unit)
+    differences = []
+    for index, (left, right) in enumerate(zip(a, b, strict=True)):
+        left, right = _values(left, unit, at_least=1), _values(right, unit, at_least=1)
+        if len(left) != len(right):
+            raise ValueError(f"seed #{index}: {len(left)} vs {len(right)} {unit}")
+        differences.append(left - right)
+    rng = np.random.default_rng(seed)
+    means = np.empty(RESAMPLES)
+    for r in range(RESAMPLES):
+        drawn = rng.integers(len(differences), size=len(differences))
+        means[r] = np.mean(
+            np.concatenate([rng.choice(differences[s], size=len(differences[s])) for s in drawn])
+        )
+    value = float(np.mean(np.concatenate(differences)))
+    low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+    p_value = min(1.0, 2 * min(float(np.mean(means <= 0)), float(np.mean(means >= 0))))
+    n = sum(len(d) for d in differences)
+    method = f"hierarchical bootstrap over {len(differences)} seeds and their {unit}"
+    estimate = Estimate(value, min(float(low), value), max(float(high), value), n, unit, method)
+    pooled_a = float(np.mean(np.concatenate([np.asarray(x, dtype=float) for x in a])))
+    pooled_b = float(np.mean(np.concatenate([np.asarray(x, dtype=float) for x in b])))
+    return Comparison(estimate, p_value, pooled_a, pooled_b)
+
+
 def difference(
     a: Sequence[float], b: Sequence[float], unit: str, method: str = "BCa", seed: int = SEED
 ) -> Estimate:

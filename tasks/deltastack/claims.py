@@ -55,7 +55,17 @@ def excess(model: list[float], baseline: list[float], unit: str) -> Estimate:
     return evidence.mean(differences, unit)
 
 
-def task_evidence(task: str, sequences: Sequences, unit_names: dict[str, str]) -> TaskEvidence:
+def by_seed(values: list[float], seeds: int) -> list[list[float]]:
+    """Split sequences concatenated in seed order (study.pooled_sequences) back by seed."""
+    size = len(values) // seeds
+    return [values[i * size : (i + 1) * size] for i in range(seeds)]
+
+
+def task_evidence(
+    task: str, sequences: Sequences, unit_names: dict[str, str], seeds: int = 1
+) -> TaskEvidence:
+    """The baseline gaps over sequences; DeltaStack − DeltaNet over seeds and sequences
+    (evidence.paired_over_seeds: the training's variance is in the interval)."""
     models = [arm for arm in sequences if arm != "baseline"]
     baseline = sequences["baseline"]
     over = {
@@ -65,7 +75,9 @@ def task_evidence(task: str, sequences: Sequences, unit_names: dict[str, str]) -
     versus = None
     if {"deltastack", "deltanet"} <= set(models):
         ours, theirs = sequences["deltastack"]["longest"], sequences["deltanet"]["longest"]
-        versus = evidence.paired(ours, theirs, unit_names["longest"])
+        versus = evidence.paired_over_seeds(
+            by_seed(ours, seeds), by_seed(theirs, seeds), unit_names["longest"]
+        )
     return TaskEvidence(task, over, versus)
 
 

@@ -229,3 +229,22 @@ def test_a_paper_has_one_primary_and_its_secondary_claims_are_holm_adjusted():
     assert settled["mlm.c"].p_adjusted is None  # checks are not in the family
     with pytest.raises(InputError, match="mmBERT: 0 primary claims"):
         evidence.settle_paper("mmBERT", seconds)
+
+
+def test_a_comparison_over_seeds_carries_the_training_variance():
+    rng = np.random.default_rng(4)
+    base = [rng.uniform(0, 1, 60) for _ in range(3)]
+    # every seed a little better on its items, but seeds disagree by much more than items
+    shifts = [0.25, -0.15, 0.05]
+    better = [b + s + rng.normal(0, 0.01, 60) for b, s in zip(base, shifts, strict=True)]
+    seeds = evidence.paired_over_seeds(better, base, "sequences")
+    pooled = evidence.paired(np.concatenate(better), np.concatenate(base), "sequences")
+    assert seeds.difference.value == pytest.approx(pooled.difference.value)
+    assert pooled.difference.low > 0  # items alone: "supported"
+    assert seeds.difference.low < 0 < seeds.difference.high and seeds.p_value > 0.05
+    agreeing = [b + 0.2 + rng.normal(0, 0.01, 60) for b in base]
+    found = evidence.paired_over_seeds(agreeing, base, "sequences")
+    assert found.difference.low > 0.15 and found.p_value < 0.05 and found.difference.n == 180
+    assert "3 seeds" in found.difference.method
+    one = evidence.paired_over_seeds(agreeing[:1], base[:1], "sequences")
+    assert one == evidence.paired(agreeing[0], base[0], "sequences")
