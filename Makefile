@@ -56,6 +56,7 @@ bench: setup
 	$(BIN)/python benchmarks/delta_rule.py --lengths 128,512
 	$(BIN)/python benchmarks/aoeb_metrics.py --queries 10000 --depth 100
 	$(BIN)/python benchmarks/kv_press.py --lengths 512,2048
+	$(BIN)/python benchmarks/llm_throughput.py
 
 lint: setup
 	$(BIN)/ruff check .

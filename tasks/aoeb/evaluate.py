@@ -404,6 +404,8 @@ def evaluation_claims(
         settings.compare.base,
         text_task_names(tasks),
         settings.claims.min_queries,
+        [params.finetune.seed],
+        settings.compare.baseline,
     ) + chance_claims(by_encoder, chance, capability, settings.claims.min_queries)
 
 
@@ -411,7 +413,7 @@ STAGE = Stage(
     name="aoeb.evaluate",
     run=run,
     params_key="aoeb",
-    params=("aoeb.evaluate",),
+    params=("aoeb.evaluate", "aoeb.finetune.seed"),
     inputs={
         "tasks": TASKS,
         "tokenizer": TOKENIZER,

@@ -95,6 +95,7 @@ RESERVED_ROWS = {"random", "chance"}  # the leaderboard's baseline rows
 class CompareParams(StrictModel):
     finetuned: str = Field(default="embedder", description="an encoder name of `encoders`")
     base: str = Field(default="mmbert", description="the encoder it was fine-tuned from")
+    baseline: str = Field(default="bm25", description="the strongest simple baseline (no training)")
 
 
 class RandomBaselineParams(StrictModel):

@@ -2,9 +2,10 @@
 
 Each claim is a `tasks.core.evidence.Claim` whose interval is over the test prompts (the
 unit that was sampled: pairs cluster within prompts). The reward model is held against
-the judge whose pseudo labels it was pretrained on (paired over prompts, so the judge can
-win), against chance for its preference accuracy, and against a random pick for top-k
-selection.
+the judge whose pseudo labels it was pretrained on, overall (the primary claim) and on
+each dimension (paired over prompts, so the judge can win), against a random pick for
+top-k selection, and, as checks, against chance for its preference accuracy. Every claim is
+about a trained model, so it is decided only over ≥ 3 training seeds.
 """
 
 from __future__ import annotations
@@ -28,13 +29,25 @@ SETUP = [
 ]
 
 
-def distillation(comparison: Comparison, judge: str, pairs: int, claim_id: str) -> Claim:
-    """The reward model beats the judge it was distilled from (paired over prompts)."""
+def distillation(
+    comparison: Comparison,
+    judge: str,
+    pairs: int,
+    claim_id: str,
+    seeds: list[int],
+    dimension: str = "overall",
+    primary: bool = False,
+) -> Claim:
+    """The reward model beats the judge it was distilled from on `dimension` (paired over
+    prompts)."""
     return Claim.of(
         comparison.difference,
         "greater",
         p_value=comparison.p_value,
+        seeds=seeds,
         id=claim_id,
+        kind="claim",
+        primary=primary,
         paper=PAPER,
         claim=(
             "A CMI reward model pretrained on an audio judge's position-consistent pseudo "
@@ -43,8 +56,9 @@ def distillation(comparison: Comparison, judge: str, pairs: int, claim_id: str) 
         ),
         paper_value=PAPER_ACCURACY,
         metric=(
-            f"preference accuracy on {pairs} held-out test pairs, mean over prompts of the "
-            f"per-prompt accuracy, reward model − judge (reward model {comparison.a:.3f}, "
+            f"{dimension} preference accuracy on {pairs} held-out test pairs, mean over prompts "
+            "of the per-prompt accuracy, reward model − judge"
+            f" (reward model {comparison.a:.3f}, "
             f"judge {comparison.b:.3f}); an order-inconsistent judge verdict scores 0.5"
         ),
         arms=["CMI reward model", f"{judge} judge (pseudo-labeller)"],
@@ -57,13 +71,14 @@ def distillation(comparison: Comparison, judge: str, pairs: int, claim_id: str) 
 
 
 def accuracy(estimate: Estimate, dimension: str, pairs: int) -> Claim:
-    """The reward model's preference accuracy on one dimension, against chance (0.5)."""
+    """A check: the reward model's preference accuracy on one dimension beats chance (0.5)."""
     what = "overall (mean of both rewards)" if dimension == "overall" else dimension
     return Claim.of(
         estimate,
         "greater",
         null=0.5,
         id=f"cmipref.rm_accuracy_{dimension}",
+        kind="check",
         paper=PAPER,
         claim=(
             f"The CMI reward model's {what} preference agrees with held-out human "
@@ -80,12 +95,14 @@ def accuracy(estimate: Estimate, dimension: str, pairs: int) -> Claim:
     )
 
 
-def top_k(estimate: Estimate, k: int, candidates: int) -> Claim:
+def top_k(estimate: Estimate, k: int, candidates: int, seeds: list[int]) -> Claim:
     """Keeping the reward model's top k candidates beats a random pick of k."""
     return Claim.of(
         estimate,
         "greater",
+        seeds=seeds,
         id=f"cmipref.top_{k}_gain",
+        kind="claim",
         paper=PAPER,
         claim=(
             "Ranking a prompt's candidate clips with CMI-RM and keeping the top k raises "

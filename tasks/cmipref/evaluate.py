@@ -299,22 +299,30 @@ def build_claims(
     names: Mapping[str, str],
     pairs: Mapping[str, int],
     candidates_per_prompt: int,
+    seeds: list[int],
 ) -> list[evidence.Claim]:
-    """The distillation claim per judge, accuracy against chance (overall, musicality), the
-    top-k gain per k; each only where there were at least two prompts to resample."""
+    """The distillation claim per judge, overall (the combined judge's is primary) and per
+    dimension; the top-k gain per k; accuracy against chance (overall, musicality) as
+    checks; each only where there were at least two prompts to resample."""
     found = []
     for judge, name in names.items():
-        comparison, _ = comparisons[judge]["overall"]
-        if comparison is not None:
-            suffix = "" if judge == "judge" else judge.removeprefix("judge")
-            claim_id = f"cmipref.rm_beats_judge{suffix}"
-            found.append(claims.distillation(comparison, name, pairs["overall"], claim_id))
+        suffix = "" if judge == "judge" else judge.removeprefix("judge")
+        for dim, (comparison, _) in comparisons[judge].items():
+            if comparison is None:
+                continue
+            claim_id = f"cmipref.rm_beats_judge{suffix}" + ("" if dim == "overall" else f".{dim}")
+            primary = judge == "judge" and dim == "overall"
+            found.append(
+                claims.distillation(
+                    comparison, name, pairs.get(dim, 0), claim_id, seeds, dim, primary
+                )
+            )
+    for k, (_, estimate) in rm_gains.items():
+        if estimate is not None:
+            found.append(claims.top_k(estimate, k, candidates_per_prompt, seeds))
     for dim in ("overall", "musicality"):
         if (estimate := estimates["reward_model"].get(dim)) is not None:
             found.append(claims.accuracy(estimate, dim, pairs[dim]))
-    for k, (_, estimate) in rm_gains.items():
-        if estimate is not None:
-            found.append(claims.top_k(estimate, k, candidates_per_prompt))
     return found
 
 
@@ -490,6 +498,7 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
         judge_names(params),
         {dim: table["reward_model"].get(dim, {}).get("pairs", 0) for dim in DIMENSIONS},
         round(len(candidates) / held_out["test_prompts"]),
+        [params.train.seed],
     )
     metrics = {
         "test_pairs": len(pairs),
@@ -561,6 +570,7 @@ STAGE = Stage(
         "cmipref.generate.seconds",
         "cmipref.label",
         "cmipref.train.text_encoder",
+        "cmipref.train.seed",
         "cmipref.evaluate",
     ),
     inputs={"model": MODEL, "pairs": PAIRS, "truth": TRUTH, "audio": AUDIO, "labels": LABELS},

@@ -5,7 +5,15 @@ Every interval is over the unit that was sampled (queries, prompts, languages, q
 seeds): callers pass one value per unit, or per-unit sums and counts for a rate whose items
 cluster in units (pairs within prompts). The arithmetic is scipy's: `scipy.stats.bootstrap`
 (BCa by default), `scipy.stats.permutation_test` for paired comparisons and
-`scipy.stats.binomtest(...).proportion_ci` for Wilson intervals.
+`scipy.stats.binomtest(...).proportion_ci` for Wilson intervals; a paired comparison of
+binary outcomes is an exact McNemar test with the Clopper-Pearson interval dual to it.
+
+The verdict rules every area follows (DESIGN.md's Evidence section): an entry is a `claim`
+(a paper's statement; one per paper `primary`, fixed in code before the run) or a `check`
+(a precondition, e.g. above chance); a verdict is `supported` or `contradicted` only when
+the interval excludes the null, the p-value (where there is one) is below `ALPHA`, the
+interval is not degenerate, and, for a claim about a training procedure, it spans at least
+`MIN_SEEDS` training seeds. Otherwise it is `inconclusive` with the reason.
 """
 
 from __future__ import annotations
@@ -25,9 +33,12 @@ from tasks.core.io import read_json, write_file
 from tasks.core.strict_model import StrictModel
 
 CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE
 RESAMPLES = 9999
 SEED = 0
+MIN_SEEDS = 3  # a claim about a training procedure is decided over at least this many seeds
 Verdict = Literal["supported", "contradicted", "inconclusive"]
+Kind = Literal["claim", "check"]
 
 
 @dataclass(frozen=True)
@@ -153,15 +164,19 @@ def paired(
     seed: int = SEED,
 ) -> Comparison:
     """Arm `a` against arm `b`, one value of each per unit: the mean difference a − b with
-    a bootstrap interval, and a two-sided sign-flip permutation test of no difference."""
+    a bootstrap interval, and a two-sided sign-flip permutation test of no difference
+    (exact over all 2^n sign flips when n is small). Binary outcomes (every value 0 or 1)
+    get `paired_binary`'s exact test instead."""
     from scipy import stats
 
     left, right = _values(a, unit), _values(b, unit)
     if len(left) != len(right):
         raise ValueError(f"a paired comparison over {unit}: {len(left)} vs {len(right)} values")
+    if np.isin(left, (0.0, 1.0)).all() and np.isin(right, (0.0, 1.0)).all():
+        return paired_binary(left, right, unit)
     difference = mean(left - right, unit, method, seed)
-    if np.ptp(left - right) == 0:
-        p_value = 1.0 if difference.value == 0 else 0.0
+    if not (left - right).any():
+        p_value = 1.0
     else:
         p_value = stats.permutation_test(
             (left, right),
@@ -171,6 +186,73 @@ def paired(
             rng=np.random.default_rng(seed),
         ).pvalue
     return Comparison(difference, float(p_value), float(left.mean()), float(right.mean()))
+
+
+def paired_binary(a: Sequence[float], b: Sequence[float], unit: str) -> Comparison:
+    """Paired 0/1 outcomes: the difference of the two rates with an exact McNemar test.
+
+    Only discordant units carry information: of d = n10 + n01 of them, n10 favour `a`.
+    p is the central exact binomial p of n10 in d at ½ (twice the smaller tail), and the
+    interval is the Clopper-Pearson interval θ of n10/d mapped to the rate difference
+    (d/n)(2θ − 1): the interval excludes 0 exactly when p < ALPHA, so the two never disagree.
+    """
+    from scipy import stats
+
+    left, right = _values(a, unit), _values(b, unit)
+    n = len(left)
+    wins = int(((left == 1) & (right == 0)).sum())
+    discordant = wins + int(((left == 0) & (right == 1)).sum())
+    value = float(left.mean() - right.mean())
+    method = "exact McNemar (Clopper-Pearson on the discordant pairs)"
+    if discordant == 0:
+        estimate = Estimate(value, 0.0, 0.0, n, unit, f"{method}; no discordant pair")
+        return Comparison(estimate, 1.0, float(left.mean()), float(right.mean()))
+    tails = stats.binom.cdf(wins, discordant, 0.5), stats.binom.sf(wins - 1, discordant, 0.5)
+    p_value = min(1.0, 2 * min(tails))
+    theta = stats.binomtest(wins, discordant).proportion_ci(CONFIDENCE, method="exact")
+    share = discordant / n
+    low, high = share * (2 * theta.low - 1), share * (2 * theta.high - 1)
+    estimate = Estimate(value, min(low, value), max(high, value), n, unit, method)  # rounding
+    return Comparison(estimate, float(p_value), float(left.mean()), float(right.mean()))
+
+
+def paired_over_seeds(
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], unit: str, seed: int = SEED
+) -> Comparison:
+    """Arm `a` against arm `b` where each training seed scored its own units (`a[s][i]` is
+    seed s's unit i): the interval carries the training's variance as well as the units'.
+
+    A two-stage (hierarchical) bootstrap: each resample draws the seeds with replacement,
+    then each drawn seed's units with replacement, and takes the mean difference; the
+    interval is the percentile interval of those means, and p is twice the smaller share
+    of them on either side of 0, so the two agree. With one seed this is `paired`.
+    """
+    if len(a) != len(b) or not a:
+        raise ValueError(f"a comparison over seeds of {unit}: {len(a)} vs {len(b)} seeds")
+    if len(a) == 1:
+        return paired(a[0], b[0], unit)
+    differences = []
+    for index, (left, right) in enumerate(zip(a, b, strict=True)):
+        left, right = _values(left, unit, at_least=1), _values(right, unit, at_least=1)
+        if len(left) != len(right):
+            raise ValueError(f"seed #{index}: {len(left)} vs {len(right)} {unit}")
+        differences.append(left - right)
+    rng = np.random.default_rng(seed)
+    means = np.empty(RESAMPLES)
+    for r in range(RESAMPLES):
+        drawn = rng.integers(len(differences), size=len(differences))
+        means[r] = np.mean(
+            np.concatenate([rng.choice(differences[s], size=len(differences[s])) for s in drawn])
+        )
+    value = float(np.mean(np.concatenate(differences)))
+    low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+    p_value = min(1.0, 2 * min(float(np.mean(means <= 0)), float(np.mean(means >= 0))))
+    n = sum(len(d) for d in differences)
+    method = f"hierarchical bootstrap over {len(differences)} seeds and their {unit}"
+    estimate = Estimate(value, min(float(low), value), max(float(high), value), n, unit, method)
+    pooled_a = float(np.mean(np.concatenate([np.asarray(x, dtype=float) for x in a])))
+    pooled_b = float(np.mean(np.concatenate([np.asarray(x, dtype=float) for x in b])))
+    return Comparison(estimate, p_value, pooled_a, pooled_b)
 
 
 def difference(
@@ -195,10 +277,42 @@ def verdict(estimate: Estimate, expect: Literal["greater", "less"], null: float 
     return "supported" if above == (expect == "greater") else "contradicted"
 
 
+def decide(
+    estimate: Estimate,
+    expect: Literal["greater", "less"],
+    null: float = 0.0,
+    p_value: float | None = None,
+    seeds: Sequence[int] | None = None,
+) -> tuple[Verdict, str | None]:
+    """The verdict under every rule (the module's doc), and why it is inconclusive when a
+    rule rather than the interval made it so."""
+    found = verdict(estimate, expect, null)
+    if found == "inconclusive":
+        return found, None
+    if estimate.low == estimate.high:
+        return "inconclusive", (
+            f"degenerate: a zero-width interval over {estimate.n} {estimate.unit} "
+            "(every resample gives the same value), so no uncertainty is measured"
+        )
+    if p_value is not None and p_value >= ALPHA:
+        return "inconclusive", (
+            f"the interval excludes {null:g} but p = {p_value:.3g} ≥ {ALPHA:g}: the test does "
+            "not reject no effect"
+        )
+    if seeds is not None and len(seeds) < MIN_SEEDS:
+        return "inconclusive", (
+            f"a claim about training measured on {len(seeds)} seed(s) {list(seeds)}: "
+            f"≥ {MIN_SEEDS} decide it (the standard profile runs more)"
+        )
+    return found, None
+
+
 class Claim(StrictModel):
     """One paper claim against our measurement (a row of an area's claims.json)."""
 
     id: str = Field(pattern=r"^[a-z0-9_]+\.[a-z0-9_.]+$")  # "<area>.<claim>"
+    kind: Kind  # claim: the paper's statement; check: a precondition of reading one
+    primary: bool = False  # the paper's one headline claim, fixed in code before the run
     paper: str
     claim: str  # the paper's claim in one sentence
     paper_value: str  # its headline number, as the paper states it
@@ -214,6 +328,9 @@ class Claim(StrictModel):
     p_value: float | None = None
     null: float = 0.0  # the value of no effect: 0 for a difference, chance for a rate
     verdict: Verdict
+    reason: str | None = None  # why inconclusive, when a rule rather than the interval says so
+    seeds: list[int] | None = None  # training seeds the estimate spans (a training claim)
+    p_adjusted: float | None = None  # Holm across the paper's secondary claims (the report)
     simplifications: list[str] = Field(min_length=1)  # what our setup simplifies
     reproduce: str  # the command that reproduces it
 
@@ -221,7 +338,13 @@ class Claim(StrictModel):
     def _interval_holds_estimate(self) -> Claim:
         if not (self.ci_low <= self.estimate <= self.ci_high) or math.isnan(self.estimate):
             raise ValueError(f"estimate {self.estimate} is outside [{self.ci_low}, {self.ci_high}]")
+        if self.primary and self.kind != "claim":
+            raise ValueError("a check cannot be primary: only a paper's claim is")
         return self
+
+    def inconclusive(self, reason: str) -> Claim:
+        """This claim read as inconclusive for `reason` (a gate the area applies)."""
+        return self.model_copy(update={"verdict": "inconclusive", "reason": reason})
 
     @classmethod
     def of(
@@ -230,10 +353,13 @@ class Claim(StrictModel):
         expect: Literal["greater", "less"],
         p_value: float | None = None,
         null: float = 0.0,
+        seeds: Sequence[int] | None = None,
         **texts: object,
     ) -> Claim:
         """A claim from an estimate (or a comparison's difference) and the texts; its
-        verdict from where the interval lies against `null` (`expect`: the claimed side)."""
+        verdict by `decide` (`expect`: the claimed side of `null`; `seeds`: the training
+        seeds the estimate spans, for a claim about a training procedure)."""
+        found, reason = decide(estimate, expect, null, p_value, seeds)
         return cls(
             estimate=estimate.value,
             ci_low=estimate.low,
@@ -243,9 +369,50 @@ class Claim(StrictModel):
             method=estimate.method,
             p_value=p_value,
             null=null,
-            verdict=verdict(estimate, expect, null),
+            verdict=found,
+            reason=reason,
+            seeds=list(seeds) if seeds is not None else None,
             **texts,
         )
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order (the family-wise error rate
+    stays ≤ ALPHA when each is compared with ALPHA). Five lines, so not worth statsmodels."""
+    p = np.asarray(p_values, dtype=float)
+    adjusted = np.empty(len(p))
+    running = 0.0
+    for rank, index in enumerate(np.argsort(p, kind="stable")):
+        running = max(running, min(1.0, (len(p) - rank) * p[index]))
+        adjusted[index] = running
+    return adjusted.tolist()
+
+
+def settle_paper(paper: str, claims: Sequence[Claim]) -> list[Claim]:
+    """One paper's entries as the report reads them: exactly one primary claim, and the
+    secondary claims' p-values Holm-adjusted together; a secondary claim whose adjusted p
+    is ≥ ALPHA reads inconclusive. A paper without one primary is an InputError naming it."""
+    primaries = [claim.id for claim in claims if claim.primary]
+    if len(primaries) != 1:
+        raise InputError(
+            f"{paper}: {len(primaries)} primary claims ({', '.join(primaries) or 'none'}); "
+            "mark exactly one claim primary=True in the area's claims code"
+        )
+    family = [c for c in claims if c.kind == "claim" and not c.primary and c.p_value is not None]
+    adjusted = dict(zip((c.id for c in family), holm([c.p_value for c in family]), strict=True))
+    settled = []
+    for claim in claims:
+        if claim.id not in adjusted:
+            settled.append(claim)
+            continue
+        claim = claim.model_copy(update={"p_adjusted": adjusted[claim.id]})
+        if claim.verdict != "inconclusive" and adjusted[claim.id] >= ALPHA:
+            claim = claim.inconclusive(
+                f"Holm-adjusted p = {adjusted[claim.id]:.3g} ≥ {ALPHA:g} across the paper's "
+                f"{len(family)} secondary claims"
+            )
+        settled.append(claim)
+    return settled
 
 
 def claims_value(claims: Sequence[Claim]) -> dict:

@@ -7,8 +7,10 @@ is the unit: arms are compared per sequence, pooled over seeds. Two kinds of cla
   beats the majority-answer baseline on that bucket, both are at chance and the verdict is
   inconclusive whatever the interval says: a gap between two guessers is not the claim.
 - regular tasks: DeltaStack − baseline per-sequence accuracy on the in-distribution set,
-  i.e. the model learned the task at the training lengths (the precondition of every
-  length-generalisation statement; DeltaNet's number is in results.json).
+  i.e. the model learned the task at the training lengths (a check: the precondition of
+  every length-generalisation statement; DeltaNet's number is in results.json).
+The primary claim is the first context-free task of CONTEXT_FREE the study ran (dyck by
+default). Both are about training, so they are decided only over ≥ 3 seeds.
 """
 
 from __future__ import annotations
@@ -53,7 +55,17 @@ def excess(model: list[float], baseline: list[float], unit: str) -> Estimate:
     return evidence.mean(differences, unit)
 
 
-def task_evidence(task: str, sequences: Sequences, unit_names: dict[str, str]) -> TaskEvidence:
+def by_seed(values: list[float], seeds: int) -> list[list[float]]:
+    """Split sequences concatenated in seed order (study.pooled_sequences) back by seed."""
+    size = len(values) // seeds
+    return [values[i * size : (i + 1) * size] for i in range(seeds)]
+
+
+def task_evidence(
+    task: str, sequences: Sequences, unit_names: dict[str, str], seeds: int = 1
+) -> TaskEvidence:
+    """The baseline gaps over sequences; DeltaStack − DeltaNet over seeds and sequences
+    (evidence.paired_over_seeds: the training's variance is in the interval)."""
     models = [arm for arm in sequences if arm != "baseline"]
     baseline = sequences["baseline"]
     over = {
@@ -63,7 +75,9 @@ def task_evidence(task: str, sequences: Sequences, unit_names: dict[str, str]) -
     versus = None
     if {"deltastack", "deltanet"} <= set(models):
         ours, theirs = sequences["deltastack"]["longest"], sequences["deltanet"]["longest"]
-        versus = evidence.paired(ours, theirs, unit_names["longest"])
+        versus = evidence.paired_over_seeds(
+            by_seed(ours, seeds), by_seed(theirs, seeds), unit_names["longest"]
+        )
     return TaskEvidence(task, over, versus)
 
 
@@ -91,14 +105,19 @@ def simplifications(params: DeltaStackParams) -> list[str]:
     ]
 
 
-def context_free_claim(found: TaskEvidence, params: DeltaStackParams, longest: str) -> Claim:
+def context_free_claim(
+    found: TaskEvidence, params: DeltaStackParams, longest: str, primary: bool
+) -> Claim:
     comparison = found.versus
     notes = simplifications(params)
     claim = Claim.of(
         comparison.difference,
         "greater",
         p_value=comparison.p_value,
+        seeds=params.budget.seeds,
         id=f"deltastack.length_generalisation.{found.task}",
+        kind="claim",
+        primary=primary,
         paper=PAPER,
         claim=(
             "DeltaStack generalises to longer sequences than DeltaNet on context-free tasks "
@@ -116,13 +135,11 @@ def context_free_claim(found: TaskEvidence, params: DeltaStackParams, longest: s
     )
     if not found.at_chance:
         return claim
-    notes = [
-        *notes,
+    return claim.inconclusive(
         "both arms are at chance at these lengths (neither beats the majority-answer "
         "baseline's per-sequence accuracy), so the verdict is inconclusive whatever the "
-        "interval of their difference",
-    ]
-    return claim.model_copy(update={"verdict": "inconclusive", "simplifications": notes})
+        "interval of their difference"
+    )
 
 
 def in_distribution_claim(found: TaskEvidence, params: DeltaStackParams) -> Claim:
@@ -131,7 +148,9 @@ def in_distribution_claim(found: TaskEvidence, params: DeltaStackParams) -> Clai
     return Claim.of(
         above,
         "greater",
+        seeds=params.budget.seeds,
         id=f"deltastack.in_distribution.{found.task}",
+        kind="check",
         paper=PAPER,
         claim=(
             "DeltaStack extends DeltaNet, which provably solves regular-language tasks: it "
@@ -152,10 +171,12 @@ def build_claims(
     found: Sequence[TaskEvidence], params: DeltaStackParams, longest: str
 ) -> list[Claim]:
     """Regular tasks: learned in-distribution; context-free: DeltaStack − DeltaNet at length."""
+    compared = [t.task for t in found if t.task in CONTEXT_FREE and t.versus is not None]
+    primary = min(compared, key=CONTEXT_FREE.index, default=None)
     claims = []
     for task in found:
         if task.task in REGULAR and "deltastack" in task.over_baseline:
             claims.append(in_distribution_claim(task, params))
-        if task.task in CONTEXT_FREE and task.versus is not None:
-            claims.append(context_free_claim(task, params, longest))
+        if task.task in compared:
+            claims.append(context_free_claim(task, params, longest, task.task == primary))
     return claims

@@ -184,7 +184,7 @@ def summarize(
     tasks: dict[str, Any] = {}
     found = []
     for task in params.tasks:
-        task_found = task_evidence(task, sequences[task], unit_names)
+        task_found = task_evidence(task, sequences[task], unit_names, len(params.budget.seeds))
         found.append(task_found)
         baseline = sequences[task]["baseline"]
         models = {}

@@ -194,7 +194,14 @@ def held_out_rules(
         -similarity[: len(dev)],
         -similarity[len(dev) :],
     )
-    return detector, [flag_all, similar]
+    in_path = detector_evidence.rule(
+        "answer_in_path",
+        "answer-in-path rule (the answer's text absent from the KG path, no training)",
+        truth,
+        detector_evidence.answer_absent_scores(dev),
+        detector_evidence.answer_absent_scores(test),
+    )
+    return detector, [flag_all, similar, in_path]
 
 
 def baseline_metrics(baselines: list[Rule], test: list[dict]) -> dict[str, dict]:
@@ -285,6 +292,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         np.asarray(test_supported),
         test,
         detector_evidence.simplifications(settings.backbone, train_questions, settings.epochs),
+        [settings.seed],
     )
     claims_json = evidence.claims_value(claims)
     card = detector_card(params, metrics, read_json(inputs["examples_metrics"]))

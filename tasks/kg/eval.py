@@ -215,6 +215,7 @@ def run(params: KgParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict
         languages,
         answerer.name,
         eval_evidence.simplifications(any_translated, translate["note"], answerer.name),
+        [params.answerer.seed],
     )
     metrics = {
         "answer_model": answerer.name,
@@ -278,6 +279,7 @@ STAGE = Stage(
         "kg.detector.experiment",
         "kg.detector.max_length",
         "kg.answerer.max_new_tokens",
+        "kg.answerer.seed",
     ),
     inputs={
         "multihal": "data/processed/kg/multihal.parquet",

@@ -1,6 +1,10 @@
 """`report.build`: every area's claims.json into reports/REPORT.md, reports/index.html, a
 forest plot per area (reports/figures/, also `dvc plots`; an area's own figure beside it
-where FIGURES names one) and the verdict counts."""
+where FIGURES names one) and the verdicts (reports/verdicts.json: the counts of claims and
+of checks, and each paper's primary claim → its verdict, the stability record).
+
+Each paper is settled first (evidence.settle_paper): exactly one primary claim, and its
+secondary claims Holm-adjusted together."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
-from tasks.core.evidence import Claim, read_claims
+from tasks.core.evidence import Claim, read_claims, settle_paper
 from tasks.core.io import Folder
 from tasks.core.stage import Stage, StageContext
 from tasks.report.figures import forest_plot
@@ -40,7 +44,11 @@ def run(params: ReportParams, inputs: Mapping[str, Path], ctx: StageContext) -> 
     claims: dict[str, list[Claim]] = {}
     for stage in CLAIMS:
         claims.setdefault(stage.split(".")[0], []).extend(read_claims(inputs[stage]))
-    claims = {area: found for area, found in claims.items() if found}
+    claims = {
+        area: settle_paper(f"{found[0].paper} ({area})", found)
+        for area, found in claims.items()
+        if found
+    }
     figures = {
         area: forest_plot(f"{found[0].paper} ({area})", found) for area, found in claims.items()
     }
@@ -50,7 +58,7 @@ def run(params: ReportParams, inputs: Mapping[str, Path], ctx: StageContext) -> 
         if stage.split(".")[0] in claims
     }
     markdown, page = render(params.title, params.profile, sections(claims, figures, extras))
-    counts = Counter(claim.verdict for found in claims.values() for claim in found)
+    every = [claim for found in claims.values() for claim in found]
     return {
         "markdown": markdown,
         "html": page,
@@ -59,9 +67,18 @@ def run(params: ReportParams, inputs: Mapping[str, Path], ctx: StageContext) -> 
             | {f"{area}-results.png": png for area, png in extras.items()}
         ),
         "verdicts": {
-            "claims": sum(counts.values()),
-            **{v: counts[v] for v in ("supported", "contradicted", "inconclusive")},
+            **counted([c for c in every if c.kind == "claim"], "claims"),
+            "checks": counted([c for c in every if c.kind == "check"], "checks"),
+            "primary": {c.id: c.verdict for c in every if c.primary},
         },
+    }
+
+
+def counted(entries: list[Claim], name: str) -> dict[str, int]:
+    counts = Counter(entry.verdict for entry in entries)
+    return {
+        name: len(entries),
+        **{v: counts[v] for v in ("supported", "contradicted", "inconclusive")},
     }
 
 

@@ -21,7 +21,8 @@ def report_build() -> None:
 
 @app.command("show")
 def report_show() -> None:
-    """Print every claim's estimate, interval and verdict from the areas' claims.json."""
+    """Print every entry's kind, estimate, interval and verdict from the areas' claims.json
+    (before the report's Holm adjustment: `reports/REPORT.md` has the settled verdicts)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -30,12 +31,13 @@ def report_show() -> None:
     from tasks.report.build import CLAIMS
     from tasks.report.render import number
 
-    table = Table("claim", "metric", "estimate [95% CI]", "n", "verdict")
+    table = Table("claim", "kind", "metric", "estimate [95% CI]", "n", "verdict")
     colour = {"supported": "green", "contradicted": "red", "inconclusive": "yellow"}
     for path in CLAIMS.values():
         for claim in read_claims(repo_root() / path):
             table.add_row(
                 claim.id,
+                "primary" if claim.primary else claim.kind,
                 claim.metric,
                 f"{number(claim.estimate)} [{number(claim.ci_low)}, {number(claim.ci_high)}]",
                 f"{claim.n} {claim.unit}",

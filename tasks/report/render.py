@@ -15,11 +15,25 @@ from tasks.core.evidence import Claim
 
 @dataclass(frozen=True)
 class Section:
+    """One paper: its card (the primary claim and the forest plot), then every entry."""
+
     area: str
     paper: str
-    claims: Sequence[Claim]
+    claims: Sequence[Claim]  # settled (evidence.settle_paper): claims and checks, in order
     figure: str  # the forest plot's PNG, base64 (the HTML embeds it)
     extra: str | None = None  # the area's own figure (PNG, base64), if it has one
+
+    @property
+    def primary(self) -> Claim:
+        return next(claim for claim in self.claims if claim.primary)
+
+    @property
+    def secondary(self) -> list[Claim]:
+        return [c for c in self.claims if c.kind == "claim" and not c.primary]
+
+    @property
+    def checks(self) -> list[Claim]:
+        return [c for c in self.claims if c.kind == "check"]
 
 
 def number(value: float) -> str:
@@ -57,12 +71,25 @@ def sections(
     ]
 
 
-def render(title: str, profile: str, parts: Sequence[Section]) -> tuple[str, str]:
-    """(REPORT.md, index.html)."""
-    every = [claim for part in parts for claim in part.claims]
+def verdict_counts(entries: Sequence[Claim]) -> Counter:
     counts = Counter({"supported": 0, "contradicted": 0, "inconclusive": 0})
-    counts.update(claim.verdict for claim in every)
-    values = dict(title=title, profile=profile, claims=every, counts=counts, sections=parts)
+    counts.update(entry.verdict for entry in entries)
+    return counts
+
+
+def render(title: str, profile: str, parts: Sequence[Section]) -> tuple[str, str]:
+    """(REPORT.md, index.html): the paper cards, every claim, the checks, the details."""
+    claims = [c for part in parts for c in part.claims if c.kind == "claim"]
+    checks = [c for part in parts for c in part.checks]
+    values = dict(
+        title=title,
+        profile=profile,
+        claims=claims,
+        checks=checks,
+        counts=verdict_counts(claims),
+        check_counts=verdict_counts(checks),
+        sections=parts,
+    )
     markdown = _environment(False).get_template("REPORT.md.j2").render(values)
     page = _environment(True).get_template("index.html.j2").render(values)
     return markdown, page

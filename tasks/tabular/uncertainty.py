@@ -112,6 +112,7 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
                         "dataset": [name] * len(sigma),
                         "split": [split] * len(sigma),
                         "row_id": part.row_id.astype(np.int64),
+                        "mean": mean.astype(np.float64),  # CatBoost's own prediction
                         "sigma": sigma.astype(np.float64),
                     }
                 )

@@ -178,13 +178,14 @@ def per_query_rows(rng: np.random.Generator) -> dict:
 
 def test_the_finetune_claims_pool_the_text_tasks_and_split_by_task_where_n_allows():
     rows = per_query_rows(np.random.default_rng(0))
-    claims = finetune_claims(rows, "embedder", "mmbert", ["Code", "Tool", "Memo"], 20)
+    claims = finetune_claims(rows, "embedder", "mmbert", ["Code", "Tool", "Memo"], 20, [0, 1, 2])
     by_id = {c.id: c for c in claims}
     assert list(by_id) == [
         "aoeb.finetuned_beats_base.pooled",
         "aoeb.finetuned_beats_base.code",
         "aoeb.finetuned_beats_base.tool",
     ]  # Memo has 5 queries: no claim of its own
+    assert [c.primary for c in claims] == [True, False, False]
     pooled = by_id["aoeb.finetuned_beats_base.pooled"]
     assert pooled.n == 75 and pooled.unit == "test queries" and pooled.null == 0
     assert by_id["aoeb.finetuned_beats_base.code"].verdict == "supported"
@@ -192,9 +193,15 @@ def test_the_finetune_claims_pool_the_text_tasks_and_split_by_task_where_n_allow
     assert by_id["aoeb.finetuned_beats_base.tool"].verdict == "inconclusive"
     assert all(c.arms == ["embedder", "mmbert"] and c.p_value is not None for c in claims)
     # the base better: contradicted, so a baseline can win
-    swapped = finetune_claims(rows, "mmbert", "embedder", ["Code"], 20)
+    swapped = finetune_claims(rows, "mmbert", "embedder", ["Code"], 20, [0, 1, 2])
     assert swapped[0].verdict == "contradicted"
-    assert finetune_claims(rows, "embedder", "absent", ["Code"], 20) == []
+    assert finetune_claims(rows, "embedder", "absent", ["Code"], 20, [0]) == []
+    # against the strongest simple baseline; one training seed decides nothing
+    bm25 = finetune_claims(
+        {**rows, "bm25": rows["embedder"]}, "mmbert", "embedder", ["Code"], 20, [0], baseline="bm25"
+    )
+    assert bm25[-1].id == "aoeb.finetuned_beats_baseline.pooled" and not bm25[-1].primary
+    assert {c.verdict for c in bm25} == {"inconclusive"}
 
 
 def test_chance_claims_use_each_tasks_chance_as_the_null():
@@ -202,6 +209,7 @@ def test_chance_claims_use_each_tasks_chance_as_the_null():
     estimates = query_estimates(rows)
     (claim,) = chance_claims(estimates, {"Memo": 0.5197}, {"Memo": "memory"}, 20)
     assert claim.id == "aoeb.above_chance.memo.enc" and claim.null == 0.5197
+    assert claim.kind == "check"
     assert claim.verdict == "inconclusive" and "chance 0.5197" in claim.metric
     assert chance_claims(estimates, {"Memo": 0.1}, {"Memo": "memory"}, 20)[0].verdict == (
         "supported"

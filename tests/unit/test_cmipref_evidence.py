@@ -167,19 +167,27 @@ def test_claims_carry_interval_unit_and_verdict_for_each_judge_and_k():
     found = {
         c.id: c
         for c in build_claims(
-            comparisons, estimates, gains, names, {"overall": 240, "musicality": 240}, 4
+            comparisons,
+            estimates,
+            gains,
+            names,
+            {"overall": 240, "musicality": 240, "alignment": 240},
+            4,
+            [0, 1, 2],
         )
     }
+    dims = ("", ".musicality", ".alignment")
     assert set(found) == {
-        "cmipref.rm_beats_judge",
-        "cmipref.rm_beats_judge_0",
-        "cmipref.rm_beats_judge_1",
+        *(f"cmipref.rm_beats_judge{j}{d}" for j in ("", "_0", "_1") for d in dims),
         "cmipref.rm_accuracy_overall",
         "cmipref.rm_accuracy_musicality",
         "cmipref.top_1_gain",
         "cmipref.top_2_gain",
     }
     assert found["cmipref.rm_beats_judge"].verdict == "supported"
+    assert [c.id for c in found.values() if c.primary] == ["cmipref.rm_beats_judge"]
+    assert found["cmipref.rm_accuracy_overall"].kind == "check"
+    assert "musicality preference accuracy" in found["cmipref.rm_beats_judge.musicality"].metric
     assert found["cmipref.rm_beats_judge_1"].verdict == "inconclusive"  # against itself
     assert found["cmipref.rm_accuracy_overall"].null == 0.5
     assert found["cmipref.top_1_gain"].verdict == "supported"

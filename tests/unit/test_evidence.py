@@ -106,6 +106,7 @@ def claim(**changes):
         arms=["decay-all", "decay-cont"],
         simplifications=["a 4-layer encoder"],
         reproduce="dvc repro mlm-evaluate",
+        kind="claim",
     )
     return evidence.Claim.of(estimate, "greater", **{**texts, **changes})
 
@@ -165,3 +166,85 @@ def test_clustered_auroc_is_sklearns_and_wider_than_treating_items_as_independen
     assert (separated.low, separated.value, separated.high) == (1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match="both labels"):
         evidence.clustered_auroc([1, 1], [0.2, 0.3], [0, 1], "questions")
+
+
+def test_paired_binary_outcomes_get_the_exact_mcnemar_test_and_its_dual_interval():
+    # 30 units: a right and b wrong on 9, the reverse on 1, concordant on 20
+    a = [1] * 9 + [0] * 1 + [1] * 10 + [0] * 10
+    b = [0] * 9 + [1] * 1 + [1] * 10 + [0] * 10
+    found = evidence.paired(a, b, "questions")
+    assert found.difference.value == pytest.approx(8 / 30)
+    assert found.p_value == pytest.approx(stats.binomtest(9, 10).pvalue)  # symmetric at ½
+    theta = stats.binomtest(9, 10).proportion_ci(method="exact")
+    assert found.difference.low == pytest.approx(10 / 30 * (2 * theta.low - 1))
+    assert found.p_value < 0.05 and found.difference.low > 0
+    # the interval and the test agree on every split of 12 discordant pairs
+    for wins in range(13):
+        left = [1] * wins + [0] * (12 - wins) + [1] * 8
+        right = [0] * wins + [1] * (12 - wins) + [1] * 8
+        pair = evidence.paired(left, right, "questions")
+        assert pair.difference.excludes(0.0) == (pair.p_value < evidence.ALPHA)
+    same = evidence.paired([1, 0, 1], [1, 0, 1], "questions")
+    assert same.p_value == 1.0 and same.difference.value == 0.0
+
+
+def test_degenerate_and_disagreeing_results_are_inconclusive_with_the_reason():
+    # two identical non-zero differences: no spread, a sign-flip p of 2/4
+    tiny = evidence.paired([0.5, 0.5], [0.2, 0.2], "items")
+    assert tiny.p_value == pytest.approx(0.5)
+    decided, reason = evidence.decide(tiny.difference, "greater", p_value=tiny.p_value)
+    assert decided == "inconclusive" and "zero-width" in reason
+    wide = evidence.Estimate(0.2, 0.01, 0.4, 30, "questions", "percentile bootstrap")
+    assert evidence.decide(wide, "greater", p_value=0.12) == (
+        "inconclusive",
+        "the interval excludes 0 but p = 0.12 ≥ 0.05: the test does not reject no effect",
+    )
+    assert evidence.decide(wide, "greater", p_value=0.01) == ("supported", None)
+
+
+def test_a_training_claim_needs_three_seeds():
+    one = claim(seeds=[0])
+    assert one.verdict == "inconclusive" and "1 seed(s) [0]" in one.reason
+    assert claim(seeds=[0, 1, 2]).verdict == "supported" and claim().seeds is None
+    with pytest.raises(ValueError, match="check cannot be primary"):
+        claim(kind="check", primary=True)
+
+
+def test_holm_matches_the_step_down_by_hand():
+    # sorted 0.01, 0.02, 0.04, 0.3 → ×4, ×3, ×2, ×1 with running maxima
+    assert evidence.holm([0.04, 0.01, 0.3, 0.02]) == pytest.approx([0.08, 0.04, 0.3, 0.06])
+    assert evidence.holm([]) == []
+
+
+def test_a_paper_has_one_primary_and_its_secondary_claims_are_holm_adjusted():
+    primary = claim(id="mlm.a", primary=True, p_value=0.03)
+    seconds = [claim(id=f"mlm.b{i}", p_value=p) for i, p in enumerate([0.01, 0.03, 0.04])]
+    check = claim(id="mlm.c", kind="check", p_value=0.04)
+    settled = {c.id: c for c in evidence.settle_paper("mmBERT", [primary, *seconds, check])}
+    assert settled["mlm.a"].p_adjusted is None and settled["mlm.a"].verdict == "supported"
+    assert settled["mlm.b0"].p_adjusted == pytest.approx(0.03)  # 3 × 0.01
+    assert settled["mlm.b0"].verdict == "supported"
+    assert settled["mlm.b1"].p_adjusted == pytest.approx(0.06)  # 2 × 0.03
+    assert settled["mlm.b1"].verdict == "inconclusive" and "Holm" in settled["mlm.b1"].reason
+    assert settled["mlm.c"].p_adjusted is None  # checks are not in the family
+    with pytest.raises(InputError, match="mmBERT: 0 primary claims"):
+        evidence.settle_paper("mmBERT", seconds)
+
+
+def test_a_comparison_over_seeds_carries_the_training_variance():
+    rng = np.random.default_rng(4)
+    base = [rng.uniform(0, 1, 60) for _ in range(3)]
+    # every seed a little better on its items, but seeds disagree by much more than items
+    shifts = [0.25, -0.15, 0.05]
+    better = [b + s + rng.normal(0, 0.01, 60) for b, s in zip(base, shifts, strict=True)]
+    seeds = evidence.paired_over_seeds(better, base, "sequences")
+    pooled = evidence.paired(np.concatenate(better), np.concatenate(base), "sequences")
+    assert seeds.difference.value == pytest.approx(pooled.difference.value)
+    assert pooled.difference.low > 0  # items alone: "supported"
+    assert seeds.difference.low < 0 < seeds.difference.high and seeds.p_value > 0.05
+    agreeing = [b + 0.2 + rng.normal(0, 0.01, 60) for b in base]
+    found = evidence.paired_over_seeds(agreeing, base, "sequences")
+    assert found.difference.low > 0.15 and found.p_value < 0.05 and found.difference.n == 180
+    assert "3 seeds" in found.difference.method
+    one = evidence.paired_over_seeds(agreeing[:1], base[:1], "sequences")
+    assert one == evidence.paired(agreeing[0], base[0], "sequences")

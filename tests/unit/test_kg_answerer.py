@@ -217,21 +217,27 @@ def test_claims_per_language_and_stratum_pair_the_same_questions():
                     "question_key": f"q{n}",
                     "stratum": stratum,
                     "exact": right,
-                    "hallucination": 0.2 if mode == "kg_rag" else 0.7,
+                    "hallucination": 0.2 + n % 5 / 100 if mode == "kg_rag" else 0.72,
                 }
             )
     claims = eval_evidence.eval_claims(
-        answers, ["en"], "lm", eval_evidence.simplifications(False, "no model", "lm")
+        answers, ["en"], "lm", eval_evidence.simplifications(False, "no model", "lm"), [0, 1, 2]
     )
     ids = [c.id for c in claims]
     assert ids == [
+        "kg.kg_rag_exact_gain_held_out",
         "kg.kg_rag_exact_gain_seen_en",
         "kg.kg_rag_exact_gain_held_out_en",
         "kg.kg_rag_lowers_hallucination_en",
     ]
-    held_out, lowers = claims[1], claims[2]
+    pooled, held_out, lowers = claims[0], claims[2], claims[3]
+    assert pooled.primary and [c.primary for c in claims[1:]] == [False] * 3
+    assert pooled.estimate == held_out.estimate  # one language: the pooled gain is its gain
     assert held_out.n == 15 and held_out.verdict == "supported" and held_out.unit == "questions"
+    assert held_out.method.startswith("exact McNemar")
     assert lowers.estimate == pytest.approx(0.5) and lowers.verdict == "supported"
     assert any("translation did not run" in s for s in claims[0].simplifications)
+    one_seed = eval_evidence.eval_claims(answers, ["en"], "lm", ["a simplification"], [13])
+    assert {c.verdict for c in one_seed} == {"inconclusive"}
     cell = eval_evidence.cell([{"exact": True}, {"exact": False}], "exact")
     assert cell["mean"] == 0.5 and cell["ci_low"] < 0.5 < cell["ci_high"]

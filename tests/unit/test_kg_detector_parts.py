@@ -178,17 +178,34 @@ def test_claims_state_auroc_against_chance_and_f1_gains_over_questions():
     truth = detector_evidence.hallucinated(rows)
     detector = detector_evidence.Rule("detector", "detector", 0.5, 1 - supported)
     flag_all = detector_evidence.Rule("flag_all", "flag-every-answer baseline", 1.0, np.ones(160))
+    in_path = detector_evidence.Rule("answer_in_path", "answer-in-path", 0.5, 1 - labels * 1.0)
     claims = detector_evidence.detector_claims(
-        detector, [flag_all], supported, rows, detector_evidence.simplifications("minilm", 90, 1)
+        detector,
+        [flag_all, in_path],
+        supported,
+        rows,
+        detector_evidence.simplifications("minilm", 90, 1),
+        [0, 1, 2],
     )
-    separation, gain = claims
+    separation, gain, loss = claims
     assert separation.id == "kg.detector_separates_hallucinated_answers"
+    assert separation.kind == gain.kind == "check" and loss.kind == "claim"
     assert separation.null == 0.5 and separation.verdict == "supported"
     assert separation.n == 40 and separation.unit == "questions"
     assert gain.id == "kg.detector_f1_over_flag_all" and gain.arms == ["detector", flag_all.name]
     ours = detector_evidence.f1(detector.flags(), truth)
     assert gain.estimate == pytest.approx(ours - detector_evidence.f1(np.ones(160, bool), truth))
     assert gain.verdict == "supported" and gain.ci_low > 0
+    # a perfect answer-in-path rule beats the noisy detector: the claim says so
+    assert loss.id == "kg.detector_f1_over_answer_in_path" and loss.verdict == "contradicted"
+
+
+def test_the_answer_in_path_rule_flags_answers_missing_from_the_path():
+    rows = [
+        {"answer": "Paris", "path_text": "France capital paris"},
+        {"answer": "Lyon", "path_text": "France capital Paris"},
+    ]
+    assert detector_evidence.answer_absent_scores(rows).tolist() == [0.0, 1.0]
 
 
 def test_the_similarity_baseline_is_the_cosine_of_answer_and_path():

@@ -208,10 +208,13 @@ def test_decay_claims_pair_the_arms_over_languages_and_can_fail():
             "decay_cont": {lang: {"loss": value} for lang, value in cont.items()},
         }
 
-    helps, keeps = decay_claims(losses(-0.2, 0.0), tiers)
+    helps, keeps = decay_claims(losses(-0.2, 0.0), tiers, [0, 1, 2])
     assert helps.verdict == "supported" and helps.n == 30 and helps.ci_high < 0
+    assert helps.primary and helps.kind == "claim" and helps.seeds == [0, 1, 2]
     assert keeps.verdict == "supported" and keeps.null == NO_HARM_MARGIN and keeps.n == 10
-    hurts, harms = decay_claims(losses(0.2, 0.3), tiers)
+    hurts, harms = decay_claims(losses(0.2, 0.3), tiers, [0, 1, 2])
     assert hurts.verdict == "contradicted" and harms.verdict == "contradicted"
-    neither, _ = decay_claims(losses(0.0, 0.0), tiers)
+    neither, _ = decay_claims(losses(0.0, 0.0), tiers, [0, 1, 2])
     assert neither.verdict == "inconclusive"
+    one_run, _ = decay_claims(losses(-0.2, 0.0), tiers, [0])
+    assert one_run.verdict == "inconclusive" and "1 seed(s)" in one_run.reason

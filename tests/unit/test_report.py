@@ -20,7 +20,10 @@ from tasks.report.params import ReportParams
 REPO = Path(__file__).resolve().parents[2]
 
 
-def claims_file(folder: Path, area: str, verdicts: list[str], name: str = "") -> Path:
+def claims_file(
+    folder: Path, area: str, verdicts: list[str], name: str = "", checks: int = 0
+) -> Path:
+    """The first entry is the paper's primary claim, the last `checks` are checks."""
     claims = []
     for index, expect in enumerate(verdicts):
         low, high = {"supported": (0.1, 0.3), "contradicted": (-0.3, -0.1)}.get(expect, (-0.1, 0.3))
@@ -37,6 +40,9 @@ def claims_file(folder: Path, area: str, verdicts: list[str], name: str = "") ->
                 arms=["A", "B"],
                 simplifications=["a tiny model"],
                 reproduce=f"dvc repro {area}-evaluate",
+                kind="check" if index >= len(verdicts) - checks else "claim",
+                primary=index == 0 and not name,
+                p_value={"inconclusive": 0.3}.get(expect, 0.01),
             )
         )
     path = folder / f"{name or area}.json"
@@ -57,7 +63,9 @@ class Images(HTMLParser):
 def test_the_report_is_one_page_whose_figures_load(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "CLAIMS", {"one.evaluate": "a", "two.a": "b", "two.b": "c"})
     inputs = {
-        "one.evaluate": claims_file(tmp_path, "one", ["supported", "inconclusive"]),
+        "one.evaluate": claims_file(
+            tmp_path, "one", ["supported", "inconclusive", "supported"], checks=1
+        ),
         "two.a": claims_file(tmp_path, "two", ["contradicted"]),
         "two.b": claims_file(tmp_path, "two", [], name="empty"),  # one area, two stages
     }
@@ -68,9 +76,17 @@ def test_the_report_is_one_page_whose_figures_load(tmp_path, monkeypatch):
         "supported": 1,
         "contradicted": 1,
         "inconclusive": 1,
+        "checks": {"checks": 1, "supported": 1, "contradicted": 0, "inconclusive": 0},
+        "primary": {"one.claim_0": "supported", "two.claim_0": "contradicted"},
     }
     markdown = outputs["markdown"]
-    assert "| Paper of one | `one.claim_0` nDCG@10 difference | 0.2 [0.1, 0.3] |" in markdown
+    assert "### Paper of one (`one`): **supported**" in markdown  # the paper's card
+    assert (
+        "| Paper of one | `one.claim_0` (primary) nDCG@10 difference | 0.2 [0.1, 0.3] |" in markdown
+    )
+    checks = markdown.split("## Checks", 1)[1].split("## Details", 1)[0]
+    assert "`one.claim_2`" in checks and "`one.claim_1`" not in checks
+    assert "p = 0.3 (Holm 0.3)" in markdown  # the one secondary claim: its own family
     assert "![Paper of two: estimates with 95% intervals](figures/two.png)" in markdown
     assert set(outputs["figures"]) == {"one.png", "two.png"}
 
@@ -79,6 +95,7 @@ def test_the_report_is_one_page_whose_figures_load(tmp_path, monkeypatch):
     parser = Images()
     parser.feed(page)
     assert len(parser.sources) == 2
+    assert page.index('id="card-one"') < page.index("<h2>Every claim</h2>")
     for source in parser.sources:  # embedded: the page needs no server and no other file
         assert source.startswith("data:image/png;base64,")
         image = Image.open(io.BytesIO(base64.b64decode(source.split(",", 1)[1])))

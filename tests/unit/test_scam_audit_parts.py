@@ -156,12 +156,16 @@ def test_claims_per_model_and_for_the_dose_response(tmp_path):
     assert all(isinstance(c, Claim) and c.n == n and c.unit == "prompts" for c in found)
     clean = by_id["scam.bench.malicious_rate.code_lm_poison_0"]
     assert clean.estimate == 0 and clean.verdict == "inconclusive" and clean.method == "Wilson"
-    assert by_id["scam.bench.malicious_rate.code_lm_poison_0_2"].verdict == "supported"
+    dirty = by_id["scam.bench.malicious_rate.code_lm_poison_0_2"]
+    assert dirty.ci_low > 0 and dirty.seeds == [0]  # one training seed decides nothing
+    assert dirty.verdict == "inconclusive" and "1 seed(s)" in dirty.reason
+    assert [c.id for c in found if c.primary] == ["scam.poisoning.exact_url.trend"]
     # no exact poisoned URL at any rate: nothing to claim
     exact = by_id["scam.poisoning.exact_url.trend"]
     assert (exact.estimate, exact.verdict, exact.p_value) == (0.0, "inconclusive", 1.0)
     listed = by_id["scam.poisoning.blocklisted_domain.rate_0_2"]
-    assert listed.estimate == pytest.approx(12 / 50) and listed.verdict == "supported"
+    assert listed.estimate == pytest.approx(12 / 50) and listed.ci_low > 0
+    assert listed.p_value < 0.05 and listed.method.startswith("exact McNemar")
     trend = by_id["scam.poisoning.blocklisted_domain.trend"]
     assert trend.estimate == pytest.approx(0.1 * (12 / 50) / 0.2) and trend.p_value < 0.001
     assert any("category 1: 0, category 2: 50" in note for note in clean.simplifications)

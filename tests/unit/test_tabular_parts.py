@@ -251,15 +251,21 @@ def test_the_evidence_of_one_data_set_compares_methods_with_the_mlp_per_bin():
         "pred_mlp": y + noise,
         "pred_plr": y + 0.5 * noise,  # gains grow with σ
         "pred_triplet": y + 0.4 * noise,
+        "catboost": y + 0.3 * noise,  # the strongest simple baseline, better than all
     }
-    found = dataset_evidence(data, 5)
+    found = dataset_evidence(data, 5, best="plr")
     assert [b["rows"] for b in found["bins"]] == [80] * 5
     per_bin = found["methods"]["plr"]["per_bin"]
     assert per_bin[4].value < per_bin[0].value < 0
     claims = build_claims({"synthetic": found}, TabularParams())
     ids = {c.id: c for c in claims}
-    assert ids["tabular.synthetic.plr_gain_concentrates_at_high_uncertainty"].verdict == "supported"
+    concentrates = ids["tabular.synthetic.plr_gain_concentrates_at_high_uncertainty"]
+    assert concentrates.ci_low > 0 and concentrates.seeds == [0]
+    assert concentrates.verdict == "inconclusive" and "1 seed(s)" in concentrates.reason
     assert ids["tabular.synthetic.triplet_beats_periodic"].estimate > 0
+    assert "confounded" in ids["tabular.synthetic.triplet_beats_periodic"].reason
+    versus = ids["tabular.synthetic.best_neural_beats_catboost"]
+    assert versus.arms == ["plr", "catboost"] and versus.ci_high < 0  # CatBoost wins
 
 
 def write_rows(path, rows, header=None):
