@@ -118,7 +118,10 @@ def baseline_claims(
     claims = []
     for kind, length, ids in cells:
         values = [scores[("full", 0.0)][i] for i in ids]
-        estimate = evidence.mean(values, "test items")
+        if set(values) <= {0.0, 1.0}:  # right or wrong per item: a proportion (Wilson)
+            estimate = evidence.rate(int(sum(values)), len(values), "test items")
+        else:  # multivalue / multiquery score shares of the asked values
+            estimate = evidence.mean(values, "test items")
         null, why = baseline_null(kind, nulls[kind])
         where = "of every length" if length is None else f"at {length} tokens"
         claims.append(

@@ -79,3 +79,28 @@ def test_arm_groups_put_the_full_cache_alone_then_each_ratio():
         [("snapkv", 0.5), ("keydiff", 0.5)],
         [("manifoldkv", 0.5)],
     ]
+
+
+def test_claims_are_checks_then_one_primary_and_gated_where_the_full_cache_fails():
+    from tasks.kvcache.claims import build_claims
+    from tasks.kvcache.params import StudyParams
+
+    study = StudyParams(presses=["keydiff", "manifoldkv"], ratios=[0.5], windowed_ratio=0.5)
+    items = {"multikey": {512: [f"a{i}" for i in range(12)], 2048: [f"b{i}" for i in range(12)]}}
+    ids = [i for cell in items["multikey"].values() for i in cell]
+    full = {i: float(i.startswith("a")) for i in ids}  # fails at 2048
+    l2 = dict.fromkeys(ids, 1.0)
+    keydiff = {i: float(i in ("a0", "a1")) for i in ids}
+    scores = {("full", 0.0): full, ("manifoldkv", 0.5): l2, ("keydiff", 0.5): keydiff}
+    claims = {c.id: c for c in build_claims(scores, items, study, {"multikey": 1 / 3}, ["x"])}
+
+    at_512 = claims["kvcache.full_cache.multikey_512"]
+    assert at_512.kind == "check" and at_512.method == "Wilson" and at_512.verdict == "supported"
+    assert claims["kvcache.full_cache.multikey_2048"].verdict == "contradicted"  # 0/12 < 1/3
+    primary = claims["kvcache.l2_vs_keydiff_multikey"]
+    assert [c.id for c in claims.values() if c.primary] == [primary.id]
+    assert primary.estimate == pytest.approx(22 / 24) and primary.verdict == "supported"
+    only_long = {"multikey": {2048: items["multikey"][2048]}}
+    gated = build_claims(scores, only_long, study, {"multikey": 1 / 3}, ["x"])
+    (long_primary,) = [c for c in gated if c.primary]
+    assert long_primary.verdict == "inconclusive" and "full-cache baseline" in long_primary.reason
