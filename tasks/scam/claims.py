@@ -64,13 +64,15 @@ def simplifications(params: ScamParams, metrics: dict[str, Any], model: str) -> 
     return notes
 
 
-def bench_claim(params: ScamParams, metrics: dict[str, Any], model: str) -> Claim:
+def bench_claim(params: ScamParams, metrics: dict[str, Any], model: str, trained: bool) -> Claim:
+    """The bench's rate for one audited model; one trained here (a code LM of the
+    poisoning study) is a training outcome, decided over seeds; an outside LLM is not."""
     figures = metrics["models"][model]
     found = evidence.rate(figures["malicious"], figures["prompts"], "prompts")
     return Claim.of(
         found,
         "greater",
-        seeds=[params.poison.seed],
+        seeds=[params.poison.seed] if trained else None,
         id=f"scam.bench.malicious_rate.{slug(model)}",
         kind="claim",
         paper=PAPER,
@@ -164,8 +166,8 @@ def build(
     study: Study,
     prompt_ids: Sequence[str],
 ) -> list[Claim]:
-    claims = [bench_claim(params, metrics, model) for model in metrics["models"]]
     code_lms = {m.name for m in study.models}
+    claims = [bench_claim(params, metrics, m, m in code_lms) for m in metrics["models"]]
     if params.audit.code_lms and len(code_lms) > 1 and code_lms <= set(metrics["models"]):
         claims += poisoning_claims(params, rows, metrics, study, prompt_ids)
     return claims

@@ -38,8 +38,13 @@ def test_the_area_writes_data_uncertainty_zoo_plots_and_claims(tabular_reproduce
         assert [int(r["bin"]) for r in rows] == [1, 2, 3, 4, 5]
     assert (root / "models/tabular/plots/uncertainty_plots.png").read_bytes()[:4] == b"\x89PNG"
     claims = {c.id: c for c in read_claims(root / "models/tabular/claims.json")}
-    assert len(claims) == 2 * (len(FAMILIES) - 1 + 1)
+    assert len(claims) == 2 * (len(FAMILIES) - 1 + 2)  # + triplet vs plr, best vs CatBoost
     assert "tabular.california.triplet_beats_periodic" in claims
+    versus = claims["tabular.california.best_neural_beats_catboost"]
+    assert versus.arms[1] == "catboost" and versus.seeds == [0]
+    assert [c.id for c in claims.values() if c.primary] == [
+        "tabular.california.plr_gain_concentrates_at_high_uncertainty"
+    ]
 
     configure_store(root)
     client = mlflow.MlflowClient()
