@@ -34,7 +34,9 @@ PROBE = "The Universal Declaration of Human Rights was adopted in"
 CHAT_PROBE = "What is the capital of France?"
 
 
-def model_card(params: LLMParams, config: Any, sanity: dict, checks: dict) -> tracking.ModelCard:
+def model_card(
+    params: LLMParams, config: Any, sanity: dict, checks: dict, root: Path
+) -> tracking.ModelCard:
     source = params.source
     lengths = [str(n) for n in params.sanity.lengths]
     return tracking.ModelCard(
@@ -73,7 +75,10 @@ def model_card(params: LLMParams, config: Any, sanity: dict, checks: dict) -> tr
             **{f"nll_gap_vs_unigram_{n}": sanity[n]["difference"] for n in lengths},
             "reload_max_logit_difference": checks["reload_max_logit_difference"],
         },
-        lineage={"source": f"{source.package}=={source.version}/{source.file}"},
+        lineage={
+            **tracking.lineage_tags([UDHR_ENGLISH, CODE_ARCHIVE], root),
+            "source": f"{source.package}=={source.version}/{source.file}",
+        },
     )
 
 
@@ -132,7 +137,7 @@ def run(params: LLMParams, inputs: Mapping[str, Path], ctx: StageContext) -> dic
             *found["ci"],
             found["verdict"],
         )
-    card = model_card(params, reloaded.config, sanity, checks)
+    card = model_card(params, reloaded.config, sanity, checks, ctx.root)
     log_and_register(params, ctx, folder, card)
     metrics = {"sanity": sanity, "checks": checks, "source": params.source.model_dump()}
     return {"checkpoint": folder, "card": card.to_markdown(), "metrics": metrics}

@@ -40,12 +40,17 @@ def test_detector_is_registered_with_its_card_and_scores_held_out_questions(kg_r
     dev = metrics["dev"]
     chosen = max(dev["evaluations"], key=lambda e: (e["auroc"], -e["step"]))
     assert len(dev["evaluations"]) == 2 and chosen["step"] == dev["chosen_step"]  # 2 per epoch
-    assert 0 < dev["threshold"] < 1 and set(metrics["baselines"]) == {"flag_all", "similarity"}
+    assert 0 < dev["threshold"] < 1 and set(metrics["baselines"]) == {
+        "flag_all",
+        "similarity",
+        "answer_in_path",
+    }
     claims = read_claims(root / "models/kg_halludetect/claims.json")
     assert [c.id for c in claims] == [
         "kg.detector_separates_hallucinated_answers",
         "kg.detector_f1_over_flag_all",
         "kg.detector_f1_over_similarity",
+        "kg.detector_f1_over_answer_in_path",
     ]
     assert all(c.unit == "questions" and c.n == metrics["questions"]["test"] for c in claims)
     assert claims[0].null == 0.5
