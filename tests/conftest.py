@@ -143,7 +143,13 @@ SMALL_PARAMS = {
     "tabular": {
         "synthetic": {"rows": 1000},
         "uncertainty": {"iterations": 60, "threads": 1},
-        "zoo": {"trials": 1, "epochs": 2, "train_rows": 500, "retrieval_bank": 256},
+        "zoo": {
+            "trials": 1,
+            "epochs": 2,
+            "train_rows": 500,
+            "retrieval_bank": 256,
+            "search": {"triplet_weight": [0.3]},  # the matched ablation: one weight, 3 seeds
+        },
     },
     "aoeb": {
         "assemble": {

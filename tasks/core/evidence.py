@@ -222,10 +222,8 @@ def paired_over_seeds(
     """Arm `a` against arm `b` where each training seed scored its own units (`a[s][i]` is
     seed s's unit i): the interval carries the training's variance as well as the units'.
 
-    A two-stage (hierarchical) bootstrap: each resample draws the seeds with replacement,
-    then each drawn seed's units with replacement, and takes the mean difference; the
-    interval is the percentile interval of those means, and p is twice the smaller share
-    of them on either side of 0, so the two agree. With one seed this is `paired`.
+    A two-stage (hierarchical) bootstrap (`_over_seeds`) of the mean paired difference. With
+    one seed this is `paired`.
     """
     if len(a) != len(b) or not a:
         raise ValueError(f"a comparison over seeds of {unit}: {len(a)} vs {len(b)} seeds")
@@ -236,19 +234,56 @@ def paired_over_seeds(
         left, right = _values(left, unit, at_least=1), _values(right, unit, at_least=1)
         if len(left) != len(right):
             raise ValueError(f"seed #{index}: {len(left)} vs {len(right)} {unit}")
-        differences.append(left - right)
+        differences.append((left - right,))
+    return _over_seeds(differences, (1.0,), unit, seed, a, b, "")
+
+
+def difference_over_seeds(
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], unit: str, seed: int = SEED
+) -> Comparison:
+    """mean(a) − mean(b) of two independent samples of units per training seed (`a[s]` and
+    `b[s]`: seed s's units of each sample, e.g. its test rows of two uncertainty bins): the
+    two-stage bootstrap of `_over_seeds`, each sample's units resampled on their own."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"a difference over seeds of {unit}: {len(a)} vs {len(b)} seeds")
+    samples = [(_values(x, unit), _values(y, unit)) for x, y in zip(a, b, strict=True)]
+    return _over_seeds(samples, (1.0, -1.0), unit, seed, a, b, "two-sample ")
+
+
+def _over_seeds(
+    per_seed: list[tuple[np.ndarray, ...]],
+    signs: tuple[float, ...],
+    unit: str,
+    seed: int,
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    kind: str,
+) -> Comparison:
+    """The hierarchical bootstrap every over-seeds comparison uses, of Σ_j signs[j] × the
+    mean of sample j's units pooled over the seeds. Each resample draws the seeds with
+    replacement, then, for each drawn seed, each sample's units with replacement; the
+    interval is the percentile interval of the resampled statistics, and p is twice the
+    smaller share of them on either side of 0, so the two agree."""
     rng = np.random.default_rng(seed)
-    means = np.empty(RESAMPLES)
-    for r in range(RESAMPLES):
-        drawn = rng.integers(len(differences), size=len(differences))
-        means[r] = np.mean(
-            np.concatenate([rng.choice(differences[s], size=len(differences[s])) for s in drawn])
-        )
-    value = float(np.mean(np.concatenate(differences)))
-    low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
-    p_value = min(1.0, 2 * min(float(np.mean(means <= 0)), float(np.mean(means >= 0))))
-    n = sum(len(d) for d in differences)
-    method = f"hierarchical bootstrap over {len(differences)} seeds and their {unit}"
+    count = len(per_seed)
+    drawn = rng.integers(count, size=(RESAMPLES, count))
+    sums = np.zeros((RESAMPLES, len(signs)))
+    sizes = np.zeros((RESAMPLES, len(signs)))
+    for position in range(count):  # each draw of a seed resamples its units afresh
+        for own in range(count):
+            where = np.flatnonzero(drawn[:, position] == own)
+            for j, array in enumerate(per_seed[own]):
+                for chunk in np.array_split(where, max(1, len(where) * len(array) // 2_000_000)):
+                    picks = rng.integers(len(array), size=(len(chunk), len(array)))
+                    sums[chunk, j] += array[picks].sum(axis=1)
+                    sizes[chunk, j] += len(array)
+    values = (sums / sizes) @ np.asarray(signs)
+    pooled = [np.concatenate([arrays[j] for arrays in per_seed]) for j in range(len(signs))]
+    value = float(sum(sign * sample.mean() for sign, sample in zip(signs, pooled, strict=True)))
+    low, high = np.quantile(values, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+    p_value = min(1.0, 2 * min(float(np.mean(values <= 0)), float(np.mean(values >= 0))))
+    n = sum(len(sample) for sample in pooled)
+    method = f"{kind}hierarchical bootstrap over {count} seeds and their {unit}"
     estimate = Estimate(value, min(float(low), value), max(float(high), value), n, unit, method)
     pooled_a = float(np.mean(np.concatenate([np.asarray(x, dtype=float) for x in a])))
     pooled_b = float(np.mean(np.concatenate([np.asarray(x, dtype=float) for x in b])))

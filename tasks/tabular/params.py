@@ -93,6 +93,11 @@ class ZooParams(StrictModel):
         default=2048, ge=16, description="training rows a retrieval model keeps for inference"
     )
     seed: int = 0
+    replicates: list[int] = Field(
+        default_factory=lambda: [1, 2],
+        description="further training seeds of each chosen configuration and of the matched "
+        "triplet ablation: the claims span [seed, *replicates]",
+    )
     max_concurrent_trials: int = Field(default=1, ge=1, description="keep 1 with a SQLite store")
     cpus_per_trial: float = Field(default=1, gt=0)
     torch_threads: int = Field(default=1, ge=1, description="intra-op threads per trial")
@@ -102,7 +107,15 @@ class ZooParams(StrictModel):
     def _reference(self) -> ZooParams:
         if "mlp" not in self.families:
             raise ValueError("families must include mlp: every comparison is against it")
+        if len(set(self.replicates)) != len(self.replicates) or self.seed in self.replicates:
+            raise ValueError(
+                f"replicates {self.replicates} must be distinct seeds other than seed {self.seed}"
+            )
         return self
+
+    @property
+    def seeds(self) -> list[int]:
+        return [self.seed, *self.replicates]
 
 
 class EvaluateParams(StrictModel):

@@ -1,5 +1,6 @@
 """One zoo trial (a Tune trial, tasks/core/sweep.py): one family and one configuration,
-fitted on each data set in turn (AdamW, minibatches, early stopping on the dev MSE).
+fitted on each data set in turn, or on those its `datasets` names (AdamW, minibatches,
+early stopping on the dev MSE).
 
 Per data set the trial gets the model spec (models.py) and the arrays (a seeded subsample
 of train, all of dev); it saves each data set's best-on-dev weights (`<dataset>.pt`) and
@@ -86,7 +87,8 @@ def fit_trial(
 
     summaries, curve = {}, []
     name = f"{trial['family']}-{trial['number']}"
-    for dataset, own in arrays.items():
+    for dataset in trial.get("datasets") or arrays:
+        own = arrays[dataset]
         weights, summaries[dataset] = fit_one(specs[dataset][name], own, trial, log, dataset)
         torch.save(weights, folder / f"{dataset}.pt")
         curve += [{"dataset": dataset, **p} for p in summaries[dataset]["curve"]]
@@ -96,5 +98,5 @@ def fit_trial(
         "curve": curve,
         "resumed_from": [],
         "datasets": {d: {k: v for k, v in s.items() if k != "curve"} for d, s in summaries.items()},
-        "specs": {d: specs[d][name] for d in arrays},
+        "specs": {d: specs[d][name] for d in summaries},
     }

@@ -11,6 +11,15 @@ lowest dev MSE is chosen; only the chosen models predict the test split
 the training harness (`training.publish`: card, registration once the outputs are
 committed).
 
+Seeds and the matched ablation (a second sweep, after the choice): each chosen
+configuration is trained again under every seed of `zoo.replicates`, on the data sets it
+was chosen for, so the claims span `[seed, *replicates]` training runs; and, per data set,
+the periodic (`plr`) family's chosen configuration is trained with the triplet objective
+added at each searched `triplet_weight` (margin: the first searched), under every seed: the
+weight with the lowest mean dev MSE is the `triplet_matched` arm, the same configuration
+with weight 0 (`plr`) its control. Test predictions: `pred_<arm>@<seed>`, one column per
+arm and seed.
+
 Registered (California, the data set the served model predicts): the best of each family
 as `paperline-tabular-<family>`, and the family with the lowest dev MSE as
 `paperline-tabular` with alias `candidate`; each is a pyfunc bundle (serving.py) with the
@@ -74,7 +83,17 @@ def sample_trials(zoo: ZooParams) -> list[dict[str, Any]]:
     return trials
 
 
-SETTINGS = ("number", "seed", "epochs", "patience", "batch_size", "train_rows", "retrieval_bank")
+SETTINGS = (
+    "number",
+    "seed",
+    "epochs",
+    "patience",
+    "batch_size",
+    "train_rows",
+    "retrieval_bank",
+    "datasets",
+)
+MATCHED = "triplet_matched"  # the triplet objective on plr's chosen configuration
 
 
 def model_spec(trial: Mapping[str, Any], prepared: Prepared, zoo: ZooParams, rows: int) -> dict:
@@ -117,6 +136,71 @@ def chosen_trials(results: list[sweep.TrialResult]) -> dict[str, dict[str, sweep
             if best is None or mse < best.trained.state["datasets"][dataset]["dev_mse"]:
                 chosen[dataset][family] = result
     return chosen
+
+
+def replicate_trials(
+    chosen: dict[str, dict[str, sweep.TrialResult]], zoo: ZooParams
+) -> list[dict[str, Any]]:
+    """The second sweep: each chosen configuration under each replicate seed, and the
+    matched triplet ablation under every seed, each on the data sets that need it (a
+    configuration chosen on both is trained once per seed)."""
+    wanted: dict[str, dict[str, Any]] = {}
+
+    def add(trial: dict[str, Any], dataset: str) -> None:
+        entry = wanted.setdefault(trial_name(trial), {**trial, "datasets": []})
+        entry["datasets"].append(dataset)
+
+    for dataset, families in chosen.items():
+        for result in families.values():
+            for seed in zoo.replicates:
+                number = f"{result.trial['number']}-seed{seed}"
+                add({**result.trial, "number": number, "seed": seed}, dataset)
+        if "plr" in families and "triplet" in zoo.families:
+            plr = families["plr"].trial
+            for weight in zoo.search.triplet_weight:
+                for seed in zoo.seeds:
+                    matched = {
+                        **plr,
+                        "family": "triplet",
+                        "triplet_weight": weight,
+                        "triplet_margin": zoo.search.triplet_margin[0],
+                        "number": f"matched-plr{plr['number']}-w{weight}-seed{seed}",
+                        "seed": seed,
+                    }
+                    add(matched, dataset)
+    return list(wanted.values())
+
+
+def seed_runs(
+    chosen: dict[str, dict[str, sweep.TrialResult]],
+    replicated: list[sweep.TrialResult],
+    zoo: ZooParams,
+) -> dict[str, dict[str, dict[int, sweep.TrialResult]]]:
+    """Data set → arm → seed → its trained trial: each chosen family under every seed, and
+    `triplet_matched`, the matched ablation at the weight with the lowest mean dev MSE."""
+    found: dict[str, dict[str, dict[int, sweep.TrialResult]]] = {}
+    for dataset, families in chosen.items():
+        found[dataset] = {family: {zoo.seed: result} for family, result in families.items()}
+        own = [r for r in replicated if dataset in r.trial["datasets"]]
+        for result in own:
+            if not str(result.trial["number"]).startswith("matched-"):
+                found[dataset][result.trial["family"]][result.trial["seed"]] = result
+        matched = [r for r in own if str(r.trial["number"]).startswith("matched-")]
+        if matched:
+
+            def mean_dev(weight: float, runs: list = matched, dataset: str = dataset) -> float:
+                scores = [dev_mse(r, dataset) for r in runs if r.trial["triplet_weight"] == weight]
+                return float(np.mean(scores))
+
+            best = min(zoo.search.triplet_weight, key=mean_dev)
+            found[dataset][MATCHED] = {
+                r.trial["seed"]: r for r in matched if r.trial["triplet_weight"] == best
+            }
+    return found
+
+
+def dev_mse(result: sweep.TrialResult, dataset: str) -> float:
+    return result.trained.state["datasets"][dataset]["dev_mse"]
 
 
 def load_model(result: sweep.TrialResult, dataset: str) -> Any:
@@ -209,7 +293,35 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
             max_concurrent=zoo.max_concurrent_trials,
         )
         chosen = chosen_trials(results)
-        summary, predictions = evaluate_chosen(chosen, prepared)
+        again = replicate_trials(chosen, zoo)
+        for dataset in DATASETS:
+            rows = len(arrays[dataset]["y_train"])
+            specs[dataset] |= {
+                trial_name(t): model_spec(t, prepared[dataset], zoo, rows) for t in again
+            }
+        log.info(
+            "tabular.zoo: %d more trials: the chosen configurations under seeds %s, and the "
+            "matched triplet ablation under seeds %s",
+            len(again),
+            zoo.replicates,
+            zoo.seeds,
+        )
+        replicated = sweep.run_trials(
+            functools.partial(fit_trial, specs=specs, arrays=arrays),
+            again,
+            ctx,
+            name="tabular-zoo-seeds",
+            names=[trial_name(t) for t in again],
+            storage=ctx.scratch("ray", "tabular", "zoo-seeds"),
+            experiment=params.experiment,
+            parent_run=parent.info.run_id,
+            lineage=LINEAGE,
+            sources=[inputs[d] for d in DATASETS],
+            threads=zoo.torch_threads,
+            cpus_per_trial=zoo.cpus_per_trial,
+            max_concurrent=zoo.max_concurrent_trials,
+        )
+        summary, predictions = evaluate_chosen(seed_runs(chosen, replicated, zoo), prepared)
         summary["trials"] = [
             {
                 "name": trial_name(r.trial),
@@ -221,11 +333,12 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
             }
             for r in results
         ]
+        summary["seeds"] = zoo.seeds
         mlflow.log_dict(summary, "zoo.json")
-        best_family = min(summary["california"], key=lambda f: summary["california"][f]["dev_mse"])
+        best_family = min(chosen["california"], key=lambda f: summary["california"][f]["dev_mse"])
         summary["best_family"] = best_family
         card = register(chosen["california"], summary, prepared["california"], inputs, params, ctx)
-    ctx.after_commit(lambda: sweep.mark_finished(results))
+    ctx.after_commit(lambda: sweep.mark_finished([*results, *replicated]))
     log.info(
         "tabular.zoo: best on California dev: %s (test MSE %.4f)",
         best_family,
@@ -235,14 +348,15 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
 
 
 def evaluate_chosen(
-    chosen: dict[str, dict[str, sweep.TrialResult]], prepared: dict[str, Prepared]
+    runs: dict[str, dict[str, dict[int, sweep.TrialResult]]], prepared: dict[str, Prepared]
 ) -> tuple[dict[str, Any], pa.Table]:
-    """Dev and test MSE of each chosen model; the test predictions of all of them."""
+    """Dev and test MSE of each arm (its first seed's run, and the mean over seeds); the test
+    predictions of every arm and seed (`pred_<arm>@<seed>`)."""
     from tasks.tabular.models import predict
 
     summary: dict[str, Any] = {}
     tables = []
-    for dataset, families in chosen.items():
+    for dataset, arms in runs.items():
         test = prepared[dataset].splits["test"]
         columns: dict[str, Any] = {
             "dataset": [dataset] * len(test.y),
@@ -251,19 +365,28 @@ def evaluate_chosen(
         }
         summary[dataset] = {}
         std = prepared[dataset].manifest["target_std"]
-        for family, result in families.items():
-            prediction = predict(load_model(result, dataset), test.x)
-            columns[f"pred_{family}"] = prediction
-            mse = float(np.mean((prediction - test.y) ** 2))
-            summary[dataset][family] = {
-                "trial": trial_name(result.trial),
+        for arm, seeds in arms.items():
+            mses = {}
+            for seed, result in sorted(seeds.items()):
+                prediction = predict(load_model(result, dataset), test.x)
+                columns[f"pred_{arm}@{seed}"] = prediction
+                mses[seed] = float(np.mean((prediction - test.y) ** 2))
+            first = seeds[min(seeds)]
+            mse = mses[min(seeds)]
+            summary[dataset][arm] = {
+                "trial": trial_name(first.trial),
                 "hyperparameters": {
-                    k: v for k, v in result.trial.items() if k not in ("family", *SETTINGS)
+                    k: v for k, v in first.trial.items() if k not in ("family", *SETTINGS)
                 },
-                "dev_mse": round(result.trained.state["datasets"][dataset]["dev_mse"], 5),
-                "best_epoch": result.trained.state["datasets"][dataset]["best_epoch"],
+                "dev_mse": round(dev_mse(first, dataset), 5),
+                "best_epoch": first.trained.state["datasets"][dataset]["best_epoch"],
                 "test_mse": round(mse, 5),
                 "test_rmse_target_units": round(float(np.sqrt(mse) * std), 1),
+                "seeds": sorted(seeds),
+                "mean_dev_mse": round(
+                    float(np.mean([dev_mse(r, dataset) for r in seeds.values()])), 5
+                ),
+                "mean_test_mse": round(float(np.mean(list(mses.values()))), 5),
             }
         tables.append(pa.table(columns))
     return summary, pa.concat_tables(tables, promote_options="default")

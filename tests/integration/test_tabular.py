@@ -32,16 +32,17 @@ def test_the_area_writes_data_uncertainty_zoo_plots_and_claims(tabular_reproduce
     zoo = json.loads((root / "models/tabular/zoo.json").read_text())
     assert len(zoo["trials"]) == len(FAMILIES) and zoo["best_family"] in FAMILIES
     for dataset in ("california", "synthetic"):
-        assert set(zoo[dataset]) == set(FAMILIES)
+        assert set(zoo[dataset]) == {*FAMILIES, "triplet_matched"}
+        assert all(entry["seeds"] == [0, 1, 2] for entry in zoo[dataset].values())
         with open(root / f"models/tabular/plots/{dataset}.csv", newline="") as handle:
             rows = list(csv.DictReader(handle))
         assert [int(r["bin"]) for r in rows] == [1, 2, 3, 4, 5]
     assert (root / "models/tabular/plots/uncertainty_plots.png").read_bytes()[:4] == b"\x89PNG"
     claims = {c.id: c for c in read_claims(root / "models/tabular/claims.json")}
-    assert len(claims) == 2 * (len(FAMILIES) - 1 + 2)  # + triplet vs plr, best vs CatBoost
-    assert "tabular.california.triplet_beats_periodic" in claims
+    assert len(claims) == 2 * (len(FAMILIES) - 1 + 2)  # + the matched ablation, vs CatBoost
+    assert claims["tabular.california.triplet_beats_periodic"].arms == ["triplet_matched", "plr"]
     versus = claims["tabular.california.best_neural_beats_catboost"]
-    assert versus.arms[1] == "catboost" and versus.seeds == [0]
+    assert versus.arms[1] == "catboost" and versus.seeds == [0, 1, 2]
     assert [c.id for c in claims.values() if c.primary] == [
         "tabular.california.plr_gain_concentrates_at_high_uncertainty"
     ]
@@ -52,7 +53,12 @@ def test_the_area_writes_data_uncertainty_zoo_plots_and_claims(tabular_reproduce
     runs = mlflow.search_runs([experiment.experiment_id], output_format="list")
     sweep = [r for r in runs if r.info.run_name == "zoo-sweep"]
     trials = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep[0].info.run_id]
-    assert sorted(r.data.tags["family"] for r in trials) == sorted(FAMILIES)
+    chosen = [r for r in trials if "family" in r.data.tags]  # the published ones
+    assert sorted(r.data.tags["family"] for r in chosen) == sorted(FAMILIES)
+    seeds = [r for r in trials if r.data.tags.get("sweep") == "tabular-zoo-seeds"]
+    # one configuration per family, chosen on both data sets: each under seeds 1 and 2; plr's
+    # with the triplet term at the one searched weight under seeds 0–2
+    assert len(seeds) == len(FAMILIES) * 2 + 3
     for family in FAMILIES:
         assert client.get_model_version_by_alias(f"paperline-tabular-{family}", "candidate")
     best = client.get_model_version_by_alias("paperline-tabular", "candidate")

@@ -248,3 +248,22 @@ def test_a_comparison_over_seeds_carries_the_training_variance():
     assert "3 seeds" in found.difference.method
     one = evidence.paired_over_seeds(agreeing[:1], base[:1], "sequences")
     assert one == evidence.paired(agreeing[0], base[0], "sequences")
+
+
+def test_a_two_sample_difference_over_seeds_carries_the_training_variance():
+    rng = np.random.default_rng(5)
+    low = [rng.normal(0, 0.05, 40) for _ in range(3)]
+    # each seed's top bin above its bottom one by a different amount: seeds disagree
+    high = [rng.normal(shift, 0.05, 41) for shift in (0.3, -0.2, 0.05)]
+    found = evidence.difference_over_seeds(high, low, "test rows")
+    rows_only = evidence.difference(np.concatenate(high), np.concatenate(low), "test rows")
+    assert found.difference.value == pytest.approx(rows_only.value)
+    assert rows_only.low > 0  # rows alone would call it "supported"
+    assert found.difference.low < 0 < found.difference.high and found.p_value > 0.05
+    agreeing = [rng.normal(0.2, 0.05, 41) for _ in range(3)]
+    clear = evidence.difference_over_seeds(agreeing, low, "test rows")
+    assert clear.difference.low > 0.15 and clear.p_value < 0.05 and clear.difference.n == 243
+    assert clear.difference.method.startswith("two-sample hierarchical bootstrap over 3 seeds")
+    assert clear.a == pytest.approx(np.concatenate(agreeing).mean())
+    with pytest.raises(ValueError, match="2 vs 3 seeds"):
+        evidence.difference_over_seeds(agreeing[:2], low, "test rows")

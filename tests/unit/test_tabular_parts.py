@@ -237,7 +237,12 @@ def test_two_sample_difference_resamples_each_sample_on_its_own():
     assert (flat.low, flat.value, flat.high) == (0.5, 0.5, 0.5)
 
 
-def test_the_evidence_of_one_data_set_compares_methods_with_the_mlp_per_bin():
+def three_seeds(y, noise, scale, rng, spread=0.02):
+    """Seeds 0–2 of an arm: its noise `scale`, each seed off by a little of its own."""
+    return {seed: y + (scale + rng.normal(0, spread)) * noise for seed in range(3)}
+
+
+def test_the_evidence_of_one_data_set_compares_methods_with_the_mlp_per_bin_over_seeds():
     from tasks.tabular.evaluate import build_claims, dataset_evidence
 
     rng = np.random.default_rng(1)
@@ -248,24 +253,91 @@ def test_the_evidence_of_one_data_set_compares_methods_with_the_mlp_per_bin():
         "row_id": np.arange(400),
         "y": y,
         "sigma": sigma,
-        "pred_mlp": y + noise,
-        "pred_plr": y + 0.5 * noise,  # gains grow with σ
-        "pred_triplet": y + 0.4 * noise,
+        "predictions": {
+            "mlp": three_seeds(y, noise, 1.0, rng),
+            "plr": three_seeds(y, noise, 0.5, rng),  # gains grow with σ
+            "tabm": {0: y + noise, 1: y + noise},  # a seed short: the shared seeds are used
+            "triplet_matched": three_seeds(y, noise, 0.4, rng),
+        },
         "catboost": y + 0.3 * noise,  # the strongest simple baseline, better than all
     }
     found = dataset_evidence(data, 5, best="plr")
-    assert [b["rows"] for b in found["bins"]] == [80] * 5
+    assert found["seeds"] == [0, 1] and [b["rows"] for b in found["bins"]] == [80] * 5
+    del data["predictions"]["tabm"]
+    found = dataset_evidence(data, 5, best="plr")
+    assert found["seeds"] == [0, 1, 2] and set(found["methods"]) == {"plr"}
     per_bin = found["methods"]["plr"]["per_bin"]
-    assert per_bin[4].value < per_bin[0].value < 0
+    assert per_bin[4].value < per_bin[0].value < 0 and "3 seeds" in per_bin[0].method
     claims = build_claims({"synthetic": found}, TabularParams())
     ids = {c.id: c for c in claims}
     concentrates = ids["tabular.synthetic.plr_gain_concentrates_at_high_uncertainty"]
-    assert concentrates.ci_low > 0 and concentrates.seeds == [0]
-    assert concentrates.verdict == "inconclusive" and "1 seed(s)" in concentrates.reason
-    assert ids["tabular.synthetic.triplet_beats_periodic"].estimate > 0
-    assert "confounded" in ids["tabular.synthetic.triplet_beats_periodic"].reason
+    assert concentrates.seeds == [0, 1, 2] and concentrates.verdict == "supported"
+    assert concentrates.p_value < 0.05 and "two-sample hierarchical" in concentrates.method
+    matched = ids["tabular.synthetic.triplet_beats_periodic"]
+    assert matched.arms == ["triplet_matched", "plr"] and matched.verdict == "supported"
     versus = ids["tabular.synthetic.best_neural_beats_catboost"]
-    assert versus.arms == ["plr", "catboost"] and versus.ci_high < 0  # CatBoost wins
+    assert versus.arms == ["plr", "catboost"] and versus.verdict == "contradicted"
+    one = {arm: {0: own[0]} for arm, own in data["predictions"].items()}
+    single = build_claims(
+        {"synthetic": dataset_evidence({**data, "predictions": one}, 5)}, TabularParams()
+    )
+    decided_by_interval = [c for c in single if c.ci_low > 0]
+    assert decided_by_interval and all("1 seed(s)" in c.reason for c in decided_by_interval)
+
+
+def test_the_second_sweep_replicates_each_choice_and_matches_the_triplet_ablation():
+    from types import SimpleNamespace
+
+    from tasks.tabular.zoo import replicate_trials, sample_trials, seed_runs
+
+    zoo = ZooParams(trials=1, replicates=[1, 2])
+    trials = {t["family"]: t for t in sample_trials(zoo)}
+    chosen = {
+        "california": {f: SimpleNamespace(trial=trials[f]) for f in ("mlp", "plr")},
+        "synthetic": {f: SimpleNamespace(trial=trials[f]) for f in ("mlp", "plr")},
+    }
+    again = replicate_trials(chosen, zoo)
+    replicas = [t for t in again if not str(t["number"]).startswith("matched-")]
+    # one configuration chosen on both data sets: trained once per seed, on both
+    assert len(replicas) == 4 and all(
+        t["datasets"] == ["california", "synthetic"] for t in replicas
+    )
+    assert {(t["family"], t["seed"]) for t in replicas} == {
+        (f, s) for f in ("mlp", "plr") for s in (1, 2)
+    }
+    matched = [t for t in again if str(t["number"]).startswith("matched-")]
+    weights = zoo.search.triplet_weight
+    assert len(matched) == len(weights) * 3
+    for trial in matched:  # plr's configuration, only the triplet term added
+        assert trial["family"] == "triplet" and trial["triplet_weight"] in weights
+        assert {k: trial[k] for k in trials["plr"] if k not in ("family", "number", "seed")} == {
+            k: v for k, v in trials["plr"].items() if k not in ("family", "number", "seed")
+        }
+    dev = {w: 0.5 - w for w in weights}  # the largest weight is best on dev
+
+    def trained(trial):
+        state = {
+            "datasets": {
+                d: {"dev_mse": dev.get(trial.get("triplet_weight"), 1.0)} for d in trial["datasets"]
+            }
+        }
+        return SimpleNamespace(trial=trial, trained=SimpleNamespace(state=state))
+
+    runs = seed_runs(
+        {
+            d: {f: trained({**r.trial, "datasets": [d]}) for f, r in own.items()}
+            for d, own in chosen.items()
+        },
+        [trained(t) for t in again],
+        zoo,
+    )
+    assert sorted(runs["california"]["plr"]) == [0, 1, 2]
+    assert sorted(runs["california"]["triplet_matched"]) == [0, 1, 2]
+    assert {r.trial["triplet_weight"] for r in runs["california"]["triplet_matched"].values()} == {
+        max(weights)
+    }
+    with pytest.raises(ValueError, match="distinct seeds other than seed 0"):
+        ZooParams(replicates=[0, 1])
 
 
 def write_rows(path, rows, header=None):
