@@ -131,6 +131,7 @@ SMALL_PARAMS = {
             "log_every": 8,
             "model": {"vocab_size": 500},
             "scaling": {"torch_threads": 1},
+            "preference_prompts": 48,
         },
         "audit": {"max_prompts": 64, "max_new_tokens": 32},
     },

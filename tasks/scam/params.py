@@ -189,6 +189,9 @@ class PoisonParams(StrictModel):
     weight_decay: float = Field(default=0.01, ge=0)
     log_every: int = Field(default=100, ge=1, description="steps between MLflow logs + checkpoints")
     seed: int = 0
+    preference_prompts: int | None = Field(
+        default=None, ge=1, description="prompts the endpoint-preference probe scores; null = all"
+    )
     scaling: ScalingParams = ScalingParams(cpus_per_worker=1, torch_threads=2)
     max_failures: int = Field(default=1, ge=0, description="worker restarts from a checkpoint")
     experiment: str = "paperline-scam-poison"

@@ -206,7 +206,7 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
                 "poison_sequences": count,
                 "training_sequences": len(sequences),
                 "final_loss": round(state["curve"][-1]["loss"], 4),
-                **scam_endpoint_preference(model, prompts, snippets),
+                **scam_endpoint_preference(model, prompts[: settings.preference_prompts], snippets),
             }
             entries.append(entry)
             sample = model.generate(prompts[0]["prompt"]) if prompts else ""
