@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
 app = typer.Typer(help="The reproduction report: every paper's claims with intervals and verdicts.")
@@ -44,3 +47,26 @@ def report_show() -> None:
                 f"[{colour[claim.verdict]}]{claim.verdict}[/]",
             )
     Console().print(table)
+
+
+@app.command("compare")
+def report_compare(
+    other: Annotated[Path, typer.Argument(help="another run's verdicts.json")],
+    ours: Annotated[
+        Path | None, typer.Option(help="this run's verdicts.json [default: reports/verdicts.json]")
+    ] = None,
+) -> None:
+    """Each paper's primary verdict in this run and in OTHER (another machine's or another
+    seed set's): `unstable` where they differ. Exits 1 when any is unstable."""
+    from tasks.core.paths import repo_root
+    from tasks.report.stability import compare
+
+    rows = compare(ours or repo_root() / "reports" / "verdicts.json", other)
+    width = max(len(row.claim) for row in rows) if rows else 0
+    for row in rows:
+        typer.echo(
+            f"{row.claim:<{width}}  {row.ours or '—':<12}  {row.theirs or '—':<12}  {row.status}"
+        )
+    unstable = sum(row.status == "unstable" for row in rows)
+    typer.echo(f"{len(rows)} primary claims, {unstable} unstable")
+    raise typer.Exit(1 if unstable else 0)

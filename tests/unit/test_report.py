@@ -16,6 +16,7 @@ from tasks.core.errors import InputError
 from tasks.core.stage import StageContext, find_stage
 from tasks.report import build
 from tasks.report.params import ReportParams
+from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -141,3 +142,30 @@ def test_an_area_figure_appears_below_its_forest_plot(tmp_path, monkeypatch):
     parser = Images()
     parser.feed(outputs["html"])
     assert len(parser.sources) == 2
+
+
+def test_compare_calls_a_primary_verdict_that_differs_between_runs_unstable(tmp_path):
+    def verdicts(name, primary):
+        path = tmp_path / name
+        path.write_text(json.dumps({"claims": 3, "primary": primary}))
+        return path
+
+    ours = verdicts("ours.json", {"a.x": "supported", "b.y": "inconclusive", "c.z": "supported"})
+    theirs = verdicts(
+        "theirs.json", {"a.x": "supported", "b.y": "contradicted", "d.w": "supported"}
+    )
+    found = run_cli("report", "compare", str(theirs), "--ours", str(ours), cwd=tmp_path)
+    assert found.returncode == 1, found.stderr
+    lines = {line.split()[0]: line.split() for line in found.stdout.splitlines()[:-1]}
+    assert lines["a.x"][1:] == ["supported", "supported", "stable"]
+    assert lines["b.y"][1:] == ["inconclusive", "contradicted", "unstable"]
+    assert lines["c.z"][-1] == "missing" and lines["d.w"][-1] == "missing"
+    assert found.stdout.splitlines()[-1] == "4 primary claims, 1 unstable"
+    same = run_cli("report", "compare", str(ours), "--ours", str(ours), cwd=tmp_path)
+    assert same.returncode == 0 and same.stdout.splitlines()[-1].endswith(", 0 unstable")
+    (tmp_path / "old.json").write_text(json.dumps({"claims": 3}))
+    failed = run_cli(
+        "report", "compare", str(tmp_path / "old.json"), "--ours", str(ours), cwd=tmp_path
+    )
+    assert failed.returncode == 2 and 'no "primary" map' in failed.stderr
+    assert len(failed.stderr.strip().splitlines()) == 1
