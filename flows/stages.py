@@ -13,8 +13,7 @@ from prefect.artifacts import create_markdown_artifact
 from tasks.core.dvc_stages import StageInfo, reproduce_stage
 from tasks.core.params import load_params
 from tasks.core.paths import repo_root
-from tasks.core.ray_cluster import shared_ray
-from tasks.core.repro import quiet_dvc
+from tasks.core.repro import quiet_dvc, shared_ray
 
 
 def _flatten(prefix: str, value: Any) -> list[tuple[str, Any]]:

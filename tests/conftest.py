@@ -450,8 +450,9 @@ def run_demo_stage(root: Path, monkeypatch, body, metrics: dict) -> None:
     """Run a one-output stage `demo.train` against `root` (params.yaml copied in): `body(ctx)`,
     then `metrics` committed as m.json; unwritable metrics (e.g. `{"bad": object()}`) make
     the commit fail."""
-    from tasks.core import stage as stage_module
-    from tasks.core.stage import Stage, run_stage
+    from tasks.core import stage_runner
+    from tasks.core.stage import Stage
+    from tasks.core.stage_runner import run_stage
 
     if not (root / "params.yaml").exists():
         (root / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
@@ -463,7 +464,7 @@ def run_demo_stage(root: Path, monkeypatch, body, metrics: dict) -> None:
     demo = Stage(
         name="demo.train", run=run, params_key="runtime", inputs={}, outputs={"metrics": "m.json"}
     )
-    monkeypatch.setattr(stage_module, "find_stage", lambda name: demo)
+    monkeypatch.setattr(stage_runner, "find_stage", lambda name: demo)
     run_stage("demo.train", root=root)
 
 

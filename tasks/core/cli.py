@@ -62,7 +62,7 @@ def stage(name: Annotated[str, typer.Argument(help="<area>.<stage>, e.g. corpus.
 
     from tasks.core.console import open_stage_console
     from tasks.core.progress import get_logger
-    from tasks.core.stage import find_stage, run_stage
+    from tasks.core.stage_runner import find_stage, headline_metric, run_stage
 
     root = repo_root()
     shown = open_stage_console(root, name)  # before the stage's imports, which may warn
@@ -72,7 +72,7 @@ def stage(name: Annotated[str, typer.Argument(help="<area>.<stage>, e.g. corpus.
     outputs = run_stage(declared.name, root)
     for role, path in outputs.items():
         get_logger("paperline.stage").info("%s: %s", role, os.path.relpath(path, root))
-    shown.finished(time.perf_counter() - started, declared.headline_metric(root))
+    shown.finished(time.perf_counter() - started, headline_metric(declared, root))
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -185,9 +185,10 @@ def dvc_sync(
     ] = False,
 ) -> None:
     """Write each stage's deps and params into dvc.yaml: its declared data inputs, then
-    every project module it imports (transitively, tasks/core included), so editing any of
-    them makes `dvc status` report the stage; and exactly the params keys it declares (the
-    only ones it can read). Run it after adding a stage, an import or a params key."""
+    every project module it imports (transitively, tasks/core included) and the stage
+    runner, so editing any of them makes `dvc status` report the stage; and exactly the
+    params keys it declares (the only ones it can read). Run it after adding a stage, an
+    import or a params key."""
     from tasks.core.code_deps import sync_dvc_yaml
 
     changed = sync_dvc_yaml(repo_root(), write=not check)

@@ -1,8 +1,9 @@
 """A stage's code dependencies, derived from its imports rather than typed by hand.
 
 The code a stage runs is its own module plus every `tasks.*` module it imports,
-transitively, imports inside functions included (they run when the stage does). DVC
-tracks exactly those files, so editing any of them makes the stage stale. `paperline dvc
+transitively, imports inside functions included (they run when the stage does), plus the
+runner every stage goes through (`RUNNER`). DVC tracks exactly those files, so editing any
+of them makes the stage stale. `paperline dvc
 sync` writes them, after the stage's data inputs, into each stage's `deps` in dvc.yaml; a
 test fails when dvc.yaml and the declarations disagree.
 """
@@ -14,6 +15,11 @@ from functools import cache
 from pathlib import Path
 
 PACKAGE = "tasks"
+# every stage runs through these, so each is a dep of every stage by name, not through the
+# stage module's imports: the runner itself, the atomic writer that commits the outputs,
+# and the params view a stage is handed (their own imports present or connect, e.g. the
+# console and Ray start-up, and change no output)
+RUNNER = ("tasks/core/declared_params.py", "tasks/core/io.py", "tasks/core/stage_runner.py")
 
 
 def module_file(root: Path, module: str) -> Path | None:
@@ -89,11 +95,12 @@ def stage_code(stage_name: str, root: Path) -> list[str]:
 
 def declared_deps(stage_name: str, root: Path) -> list[str]:
     """A stage's dvc.yaml deps: its data inputs, other watched data, then its code."""
-    from tasks.core.stage import find_stage
+    from tasks.core.stage_runner import find_stage
 
     stage = find_stage(stage_name)
     data = [*stage.inputs.values(), *stage.data_deps]
-    return [*dict.fromkeys(data), *stage_code(stage.name, root)]
+    code = sorted({*stage_code(stage.name, root), *RUNNER})
+    return [*dict.fromkeys(data), *code]
 
 
 def sync_dvc_yaml(root: Path, *, write: bool) -> list[str]:
@@ -104,7 +111,7 @@ def sync_dvc_yaml(root: Path, *, write: bool) -> list[str]:
 
     from tasks.core.dvc_stages import paperline_name
     from tasks.core.io import write_file
-    from tasks.core.stage import find_stage
+    from tasks.core.stage_runner import find_stage
 
     yaml = YAML()  # round-trip
     yaml.indent(mapping=2, sequence=4, offset=2)

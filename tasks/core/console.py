@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from tasks.core import progress
 from tasks.core.dvc_stages import dvc_name
 from tasks.core.paths import state_dir
 
@@ -108,6 +109,7 @@ def open_stage_console(root: Path, stage: str) -> StageConsole:
     os.close(log_fd)
     console = StageConsole(stage, path, out, err)
     _active.append(console)
+    progress.draw_bars_with(console.progress_stream)
     return console
 
 

@@ -6,14 +6,21 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from typing import TextIO, TypeVar
 
 from tqdm.auto import tqdm
 
-from tasks.core import console
-
 T = TypeVar("T")
+# where `track` draws its bar: stderr, unless a stage console (tasks/core/console.py, which
+# holds the terminal while stdout and stderr go to the stage's log) says where (None: no
+# bar). A hook rather than an import, so a stage's code closure never holds the console.
+_bar_streams: list[Callable[[], TextIO | None]] = []
+
+
+def draw_bars_with(stream: Callable[[], TextIO | None]) -> None:
+    _bar_streams.append(stream)
+
 
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -51,8 +58,7 @@ def track(
     started = time.perf_counter()
     count = 0
     # under a stage console the bar draws on the terminal (never into the stage's log)
-    shown = console.active()
-    terminal = shown.progress_stream() if shown else sys.stderr
+    terminal = _bar_streams[-1]() if _bar_streams else sys.stderr
     with tqdm(
         items,
         desc=description,

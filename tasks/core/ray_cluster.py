@@ -1,11 +1,12 @@
 """One local Ray instance for a whole `paperline repro` / flow run, shared by every stage.
 
 Each stage is its own process; without this each one started (and tore down) a private
-Ray. `shared_ray` starts `ray start --head --block` the first time a stage that uses Ray
-is about to run, hands its address to every later stage through RAY_ADDRESS, and at the
-end stops exactly what it started: it signals its own `ray start` process, which stops the
-processes it spawned (never `ray stop`, which would stop every Ray on the machine). An
-explicit RAY_ADDRESS wins: then nothing is started or stopped.
+Ray. `LocalRay` runs `ray start --head --block`; `tasks.core.repro.shared_ray` starts it the
+first time a stage that uses Ray is about to run, and it hands its address to every later
+stage through RAY_ADDRESS; at the end it stops exactly what it started: it signals its own
+`ray start` process, which stops the processes it spawned (never `ray stop`, which would
+stop every Ray on the machine). An explicit RAY_ADDRESS wins: then nothing is started or
+stopped.
 
 Token authentication is on, with a token of this run's own (RAY_AUTH_TOKEN_PATH): stages
 join by explicit address, and Ray only uses a token on such a join when RAY_AUTH_MODE says
@@ -14,7 +15,6 @@ so, so the mode and the token path travel to the stages in the environment too.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import json
 import logging
@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from tasks.core.params import RayParams, load_params
@@ -184,55 +183,3 @@ class LocalRay:
             self.process = None
         if self.temp_dir is not None and self.temp_dir.parent == Path("/tmp"):
             shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def shared_ray(root: Path, params: RayParams | None = None) -> Iterator[None]:
-    """Within: the first stage DVC runs that uses Ray starts this run's instance, the
-    later ones join it; a run with no stale Ray stage starts nothing, and with RAY_ADDRESS
-    set nothing is started at all. `params`: runtime.ray, else the root's params.yaml."""
-    if os.environ.get("RAY_ADDRESS"):
-        yield
-        return
-    local = LocalRay(root, params)
-    try:
-        with announce_stages(local):
-            yield
-    finally:
-        local.stop()
-
-
-class _StageAnnouncements(logging.Filter):
-    """DVC logs "Running stage 'x':" just before it builds the stage's environment and
-    starts its command; start Ray there when the stage uses it."""
-
-    def __init__(self, local: LocalRay) -> None:
-        super().__init__()
-        self.local = local
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        announced = record.msg == "Running stage '%s':" and record.args
-        if announced and not self.local.running and _uses_ray(str(record.args[0])):
-            self.local.start()
-        return True
-
-
-def _uses_ray(dvc_stage: str) -> bool:
-    from tasks.core.stage import find_stage
-
-    try:
-        return find_stage(dvc_stage).uses_ray
-    except Exception:  # not a paperline stage (or a broken one, which will say so itself)
-        return False
-
-
-@contextlib.contextmanager
-def announce_stages(local: LocalRay) -> Iterator[None]:
-    """Start `local` when DVC is about to run a stage that uses Ray."""
-    logger = logging.getLogger("dvc.stage.run")
-    hook = _StageAnnouncements(local)
-    logger.addFilter(hook)
-    try:
-        yield
-    finally:
-        logger.removeFilter(hook)

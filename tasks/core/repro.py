@@ -2,7 +2,7 @@
 
 DVC runs in this process with its own announcements muted ("Running stage …", "> cmd",
 "Updating lock file …": each stage prints its own start and end line), its warnings and
-errors kept. The stages DVC runs share one local Ray (`ray_cluster.shared_ray`), started
+errors kept. The stages DVC runs share one local Ray (`shared_ray`), started
 when the first stale stage that uses Ray is about to run and stopped at the end.
 """
 
@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tasks.core.params import RayParams
 from tasks.core.paths import state_dir
-from tasks.core.ray_cluster import shared_ray
+from tasks.core.ray_cluster import LocalRay
 
 DVC_LOGGERS = ("dvc", "dvc_objects", "dvc_data")
 
@@ -79,3 +81,55 @@ def reproduce(root: Path, dvc_args: Sequence[str]) -> int:
         shared_ray(root),  # reads params.yaml only if a Ray stage runs
     ):
         return dvc_main(["repro", *dvc_args])
+
+
+@contextlib.contextmanager
+def shared_ray(root: Path, params: RayParams | None = None) -> Iterator[None]:
+    """Within: the first stage DVC runs that uses Ray starts this run's instance, the
+    later ones join it; a run with no stale Ray stage starts nothing, and with RAY_ADDRESS
+    set nothing is started at all. `params`: runtime.ray, else the root's params.yaml."""
+    if os.environ.get("RAY_ADDRESS"):
+        yield
+        return
+    local = LocalRay(root, params)
+    try:
+        with announce_stages(local):
+            yield
+    finally:
+        local.stop()
+
+
+class _StageAnnouncements(logging.Filter):
+    """DVC logs "Running stage 'x':" just before it builds the stage's environment and
+    starts its command; start Ray there when the stage uses it."""
+
+    def __init__(self, local: LocalRay) -> None:
+        super().__init__()
+        self.local = local
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        announced = record.msg == "Running stage '%s':" and record.args
+        if announced and not self.local.running and _uses_ray(str(record.args[0])):
+            self.local.start()
+        return True
+
+
+def _uses_ray(dvc_stage: str) -> bool:
+    from tasks.core.stage_runner import find_stage
+
+    try:
+        return find_stage(dvc_stage).uses_ray
+    except Exception:  # not a paperline stage (or a broken one, which will say so itself)
+        return False
+
+
+@contextlib.contextmanager
+def announce_stages(local: LocalRay) -> Iterator[None]:
+    """Start `local` when DVC is about to run a stage that uses Ray."""
+    logger = logging.getLogger("dvc.stage.run")
+    hook = _StageAnnouncements(local)
+    logger.addFilter(hook)
+    try:
+        yield
+    finally:
+        logger.removeFilter(hook)

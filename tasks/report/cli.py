@@ -16,7 +16,7 @@ def report_build() -> None:
     claims.json files as they are now (`paperline repro report-build` also brings stale
     claims up to date first)."""
     from tasks.core.paths import repo_root
-    from tasks.core.stage import run_stage
+    from tasks.core.stage_runner import run_stage
 
     for role, path in run_stage("report.build", repo_root()).items():
         typer.echo(f"{role}: {path}")

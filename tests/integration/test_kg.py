@@ -22,7 +22,7 @@ import requests_cache
 
 from tasks.core import rdf, services
 from tasks.core.params import load_params
-from tasks.core.stage import run_stage
+from tasks.core.stage_runner import run_stage
 from tasks.kg import codex, endpoint
 from tasks.kg.judge import validate_multihal
 from tasks.kg.mine import property_lists

@@ -137,8 +137,9 @@ def test_a_segfaulting_train_worker_fails_fit_with_one_line(ray_session, tmp_pat
 
 
 def test_run_stage_names_the_stage_in_the_failure_line(ray_session, tmp_path, monkeypatch):
-    from tasks.core import stage as stage_module
-    from tasks.core.stage import Stage, run_stage
+    from tasks.core import stage_runner
+    from tasks.core.stage import Stage
+    from tasks.core.stage_runner import run_stage
 
     flag = tmp_path / "fault-on"
     flag.touch()
@@ -149,7 +150,7 @@ def test_run_stage_names_the_stage_in_the_failure_line(ray_session, tmp_path, mo
     declared = Stage(
         name="demo.crash", run=run, params_key="runtime", inputs={}, outputs={"table": "t.pq"}
     )
-    monkeypatch.setattr(stage_module, "find_stage", lambda name: declared)
+    monkeypatch.setattr(stage_runner, "find_stage", lambda name: declared)
     (tmp_path / "params.yaml").write_bytes((REPO / "params.yaml").read_bytes())
     with pytest.raises(WorkerFailure, match=r"^demo\.crash: faulty died with SIGSEGV"):
         run_stage("demo.crash", root=tmp_path)

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tasks.core import console
-from tasks.core.stage import find_stage
+from tasks.core.stage_runner import find_stage, headline_metric
 from tests.conftest import REPO
 
 DVC_STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
@@ -27,7 +27,7 @@ def test_a_headline_names_a_metrics_output_and_a_key_it_holds(dvc_name):
     path, _, key = stage.headline.partition(":")
     assert path in metrics and key
     if (REPO / path).exists():  # cache-less metrics are committed
-        assert stage.headline_metric(REPO), f"{stage.headline}: no such key"
+        assert headline_metric(stage, REPO), f"{stage.headline}: no such key"
 
 
 def test_headline_formats_the_value_and_survives_a_missing_key(tmp_path):

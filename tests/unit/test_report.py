@@ -13,7 +13,8 @@ from PIL import Image
 
 from tasks.core import evidence
 from tasks.core.errors import InputError
-from tasks.core.stage import StageContext, find_stage
+from tasks.core.stage import StageContext
+from tasks.core.stage_runner import find_stage
 from tasks.report import build
 from tasks.report.params import ReportParams
 from tests.conftest import run_cli

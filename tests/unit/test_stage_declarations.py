@@ -5,7 +5,7 @@ import yaml
 
 from tasks.core.code_deps import declared_deps, import_closure
 from tasks.core.errors import InputError, UserError
-from tasks.core.stage import find_stage, run_stage
+from tasks.core.stage_runner import find_stage, run_stage
 from tests.conftest import REPO
 
 DVC_STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
