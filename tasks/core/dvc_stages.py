@@ -111,7 +111,9 @@ def area_stages(area: str, root: Path | None = None) -> list[StageInfo]:
 
 def reproduce_stage(name: str, root: Path | None = None, force: bool = False) -> bool:
     """Run one stage through DVC if it is stale (or `force`); True when it ran."""
-    with _stage_env(), _repo(root) as repo:
+    from tasks.core.dvc_lockfile import fast_lock_updates
+
+    with _stage_env(), fast_lock_updates(), _repo(root) as repo:
         ran = repo.reproduce(targets=[dvc_name(name)], single_item=True, force=force)  # type: ignore[attr-defined]
     return bool(ran)
 

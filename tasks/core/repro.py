@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from tasks.core.dvc_lockfile import fast_lock_updates
 from tasks.core.params import RayParams
 from tasks.core.paths import state_dir
 from tasks.core.ray_cluster import LocalRay
@@ -78,6 +79,7 @@ def reproduce(root: Path, dvc_args: Sequence[str]) -> int:
         contextlib.chdir(root),
         logs_to_file(state_dir(root) / "logs" / "repro.log"),
         quiet_dvc(),
+        fast_lock_updates(),
         shared_ray(root),  # reads params.yaml only if a Ray stage runs
     ):
         return dvc_main(["repro", *dvc_args])
