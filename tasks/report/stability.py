@@ -28,16 +28,14 @@ class Row:
 
 
 def primary_verdicts(path: Path) -> dict[str, str]:
+    found = read_json(path)  # a missing file or bad JSON: an InputError naming it
     try:
-        found = read_json(path)["primary"]
-    except (OSError, ValueError) as error:
-        raise InputError(f"{path}: not a readable verdicts.json ({error})") from error
-    except (KeyError, TypeError) as error:
+        return dict(found["primary"])
+    except (KeyError, TypeError, ValueError) as error:
         raise InputError(
             f'{path}: no "primary" map of claim id → verdict; rebuild it with '
             "`paperline repro report-build`"
         ) from error
-    return dict(found)
 
 
 def compare(ours: Path, theirs: Path) -> list[Row]:
