@@ -259,13 +259,7 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
     prepared = {d: Prepared.read(inputs[d]) for d in DATASETS}
     trials = sample_trials(zoo)
     arrays = {d: training_arrays(prepared[d], zoo) for d in DATASETS}
-    specs = {
-        d: {
-            trial_name(t): model_spec(t, prepared[d], zoo, len(arrays[d]["y_train"]))
-            for t in trials
-        }
-        for d in DATASETS
-    }
+    specs: dict[str, dict[str, dict]] = {d: {} for d in DATASETS}
     log.info(
         "tabular.zoo: %d trials (%s × %d), %d epochs max, %s training rows per data set",
         len(trials),
@@ -277,28 +271,34 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
     with tracking.start_run(
         params.experiment, ctx.runtime.mlflow, run_name="zoo-sweep", inputs=LINEAGE, root=ctx.root
     ) as parent:
-        results = sweep.run_trials(
-            functools.partial(fit_trial, specs=specs, arrays=arrays),
-            trials,
-            ctx,
-            name="tabular-zoo",
-            names=[trial_name(t) for t in trials],
-            storage=ctx.scratch("ray", "tabular", "zoo"),
-            experiment=params.experiment,
-            parent_run=parent.info.run_id,
-            lineage=LINEAGE,
-            sources=[inputs[d] for d in DATASETS],
-            threads=zoo.torch_threads,
-            cpus_per_trial=zoo.cpus_per_trial,
-            max_concurrent=zoo.max_concurrent_trials,
-        )
+
+        def sweep_trials(batch: list[dict[str, Any]], name: str) -> list[sweep.TrialResult]:
+            """One Tune sweep of `batch` (its specs added for every data set), each trial a
+            child run of `zoo-sweep`."""
+            for dataset in DATASETS:
+                rows = len(arrays[dataset]["y_train"])
+                specs[dataset] |= {
+                    trial_name(t): model_spec(t, prepared[dataset], zoo, rows) for t in batch
+                }
+            return sweep.run_trials(
+                functools.partial(fit_trial, specs=specs, arrays=arrays),
+                batch,
+                ctx,
+                name=name,
+                names=[trial_name(t) for t in batch],
+                storage=ctx.scratch("ray", "tabular", name.removeprefix("tabular-")),
+                experiment=params.experiment,
+                parent_run=parent.info.run_id,
+                lineage=LINEAGE,
+                sources=[inputs[d] for d in DATASETS],
+                threads=zoo.torch_threads,
+                cpus_per_trial=zoo.cpus_per_trial,
+                max_concurrent=zoo.max_concurrent_trials,
+            )
+
+        results = sweep_trials(trials, "tabular-zoo")
         chosen = chosen_trials(results)
         again = replicate_trials(chosen, zoo)
-        for dataset in DATASETS:
-            rows = len(arrays[dataset]["y_train"])
-            specs[dataset] |= {
-                trial_name(t): model_spec(t, prepared[dataset], zoo, rows) for t in again
-            }
         log.info(
             "tabular.zoo: %d more trials: the chosen configurations under seeds %s, and the "
             "matched triplet ablation under seeds %s",
@@ -306,21 +306,7 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
             zoo.replicates,
             zoo.seeds,
         )
-        replicated = sweep.run_trials(
-            functools.partial(fit_trial, specs=specs, arrays=arrays),
-            again,
-            ctx,
-            name="tabular-zoo-seeds",
-            names=[trial_name(t) for t in again],
-            storage=ctx.scratch("ray", "tabular", "zoo-seeds"),
-            experiment=params.experiment,
-            parent_run=parent.info.run_id,
-            lineage=LINEAGE,
-            sources=[inputs[d] for d in DATASETS],
-            threads=zoo.torch_threads,
-            cpus_per_trial=zoo.cpus_per_trial,
-            max_concurrent=zoo.max_concurrent_trials,
-        )
+        replicated = sweep_trials(again, "tabular-zoo-seeds")
         summary, predictions = evaluate_chosen(seed_runs(chosen, replicated, zoo), prepared)
         summary["trials"] = [
             {
