@@ -34,7 +34,8 @@ from typing import NamedTuple
 import pytest
 from filelock import FileLock
 
-from tasks.core.dvc_stages import area_stages, dvc_name, pipeline_areas, stale_stages
+from tasks.core.dvc_stages import area_stages, pipeline_areas, stale_stages
+from tasks.core.stage import dvc_name
 
 
 @dataclass(frozen=True)

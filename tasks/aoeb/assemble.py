@@ -28,7 +28,7 @@ from tasks.aoeb.hub import load_hub_task
 from tasks.aoeb.params import AoebParams
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 
 log = get_logger("paperline.aoeb.assemble")
 
@@ -88,7 +88,7 @@ STAGE = Stage(
     },
     outputs={
         "tasks": "data/processed/aoeb/tasks",
-        "summary": "data/processed/aoeb/tasks_summary.json",
+        "summary": Output.metrics("data/processed/aoeb/tasks_summary.json"),
     },
     headline="data/processed/aoeb/tasks_summary.json:tasks",
 )

@@ -38,7 +38,7 @@ from tasks.aoeb.trec import run_text
 from tasks.core import evidence, tracking
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.core.text_encoders import model_folder
 
 log = get_logger("paperline.aoeb.evaluate")
@@ -423,10 +423,20 @@ STAGE = Stage(
     },
     outputs={
         "results": "data/processed/aoeb/results",
-        "leaderboard": "data/processed/aoeb/leaderboard.json",
-        "table": "data/processed/aoeb/leaderboard.md",
-        "plot": "data/processed/aoeb/leaderboard.csv",
-        "claims": "data/processed/aoeb/claims.json",
+        "leaderboard": Output.metrics("data/processed/aoeb/leaderboard.json"),
+        "table": Output.in_git("data/processed/aoeb/leaderboard.md"),
+        "plot": Output.in_git("data/processed/aoeb/leaderboard.csv"),
+        "claims": Output.claims_json("data/processed/aoeb/claims.json"),
     },
     headline="data/processed/aoeb/leaderboard.json:finetuned_vs_base.gain",
+    top_plots={
+        "aoeb-leaderboard": {
+            "title": "AOEB: nDCG@10 by capability and encoder (test splits)",
+            "template": "bar_horizontal",
+            "x": "ndcg_at_10",
+            "y": {"data/processed/aoeb/leaderboard.csv": "entry"},
+            "x_label": "nDCG@10",
+            "y_label": "capability · encoder",
+        }
+    },
 )

@@ -32,7 +32,7 @@ from tasks.core import consumer, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 
 log = get_logger("paperline.aoeb.finetune")
 TASKS, BASE, TOKENIZER = "data/processed/aoeb/tasks", "models/mmbert/decay", "models/tokenizer"
@@ -323,8 +323,13 @@ STAGE = Stage(
     outputs={
         "model": "models/embedder/model",
         "image_tower": "models/embedder/image_tower",
-        "metrics": "models/embedder/metrics.json",
-        "curve": "models/embedder/loss.csv",
+        "metrics": Output.metrics("models/embedder/metrics.json"),
+        "curve": Output.plots(
+            "models/embedder/loss.csv",
+            x="step",
+            y="loss",
+            title="Contrastive fine-tune (InfoNCE) loss",
+        ),
     },
     uses_ray=True,
     headline="models/embedder/metrics.json:final_loss",

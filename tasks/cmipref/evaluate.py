@@ -51,7 +51,7 @@ from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.core.text_encoders import make_encoder
 
 log = get_logger("paperline.cmipref.evaluate")
@@ -575,11 +575,24 @@ STAGE = Stage(
     ),
     inputs={"model": MODEL, "pairs": PAIRS, "truth": TRUTH, "audio": AUDIO, "labels": LABELS},
     outputs={
-        "metrics": "data/processed/cmipref/eval_metrics.json",
-        "report": "data/processed/cmipref/evaluation.md",
-        "accuracy": "data/processed/cmipref/accuracy.csv",
-        "claims": "data/processed/cmipref/claims.json",
+        "metrics": Output.metrics("data/processed/cmipref/eval_metrics.json"),
+        "report": Output.in_git("data/processed/cmipref/evaluation.md"),
+        "accuracy": Output.in_git("data/processed/cmipref/accuracy.csv"),
+        "claims": Output.claims_json("data/processed/cmipref/claims.json"),
     },
     uses_ray=True,
     headline="data/processed/cmipref/eval_metrics.json:overall_accuracy.reward_model",
+    top_plots={
+        "cmipref-accuracy": {
+            "title": (
+                "CMI reward model vs the offline judges: "
+                "preference accuracy on the held-out truth set"
+            ),
+            "template": "bar_horizontal",
+            "x": "accuracy",
+            "y": {"data/processed/cmipref/accuracy.csv": "entry"},
+            "x_label": "preference accuracy",
+            "y_label": "breakdown · scorer",
+        }
+    },
 )

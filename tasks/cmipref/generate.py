@@ -31,7 +31,7 @@ from tasks.core.errors import InputError
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 
 log = get_logger("paperline.cmipref.generate")
 AUDIO = "data/interim/cmipref/audio"
@@ -233,7 +233,7 @@ STAGE = Stage(
         "audio": AUDIO,
         "pairs": "data/interim/cmipref/pairs.parquet",
         "truth": "data/interim/cmipref/truth.parquet",
-        "summary": "data/interim/cmipref/summary.json",
+        "summary": Output.metrics("data/interim/cmipref/summary.json"),
     },
     uses_ray=True,
     headline="data/interim/cmipref/summary.json:pairs",

@@ -28,7 +28,7 @@ from tasks.cmipref.truth import confidence_bucket, pair_truth, sign
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 
 log = get_logger("paperline.cmipref.label")
 PAIRS, TRUTH, AUDIO = (
@@ -255,7 +255,7 @@ STAGE = Stage(
     inputs={"pairs": PAIRS, "truth": TRUTH, "audio": AUDIO},
     outputs={
         "labels": "data/processed/cmipref/pseudo_labels.parquet",
-        "metrics": "data/processed/cmipref/label_metrics.json",
+        "metrics": Output.metrics("data/processed/cmipref/label_metrics.json"),
     },
     uses_ray=True,
     headline="data/processed/cmipref/label_metrics.json:accuracy.overall",

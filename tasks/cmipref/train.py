@@ -27,7 +27,7 @@ from tasks.core import consumer, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.core.text_encoders import make_encoder
 
 log = get_logger("paperline.cmipref.train")
@@ -299,9 +299,30 @@ STAGE = Stage(
     inputs={"labels": LABELS, "pairs": PAIRS, "truth": TRUTH, "audio": AUDIO},
     outputs={
         "model": "models/cmi_rm/model",
-        "metrics": "models/cmi_rm/metrics.json",
-        "curve": "models/cmi_rm/loss.csv",
+        "metrics": Output.metrics("models/cmi_rm/metrics.json"),
+        "curve": Output.plots(
+            "models/cmi_rm/loss.csv",
+            x="step",
+            y="loss",
+            title="CMI reward model - Bradley-Terry loss (pseudo labels, then truth labels)",
+        ),
     },
     uses_ray=True,
     headline="models/cmi_rm/metrics.json:dev_accuracy_overall",
+    top_plots={
+        "cmipref-dev-accuracy": {
+            "title": "CMI reward model: dev-pair accuracy against the truth while training",
+            "template": "linear",
+            "x": "step",
+            "y": {
+                "models/cmi_rm/loss.csv": [
+                    "dev_accuracy_overall",
+                    "dev_accuracy_musicality",
+                    "dev_accuracy_alignment",
+                ]
+            },
+            "x_label": "step (pretraining on pseudo labels, then fine-tuning on truth labels)",
+            "y_label": "preference accuracy",
+        }
+    },
 )

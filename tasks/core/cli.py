@@ -62,7 +62,8 @@ def stage(name: Annotated[str, typer.Argument(help="<area>.<stage>, e.g. corpus.
 
     from tasks.core.console import open_stage_console
     from tasks.core.progress import get_logger
-    from tasks.core.stage_runner import find_stage, headline_metric, run_stage
+    from tasks.core.stage_index import find_stage
+    from tasks.core.stage_runner import headline_metric, run_stage
 
     root = repo_root()
     shown = open_stage_console(root, name)  # before the stage's imports, which may warn
@@ -181,24 +182,25 @@ def doctor(
 @dvc_app.command("sync")
 def dvc_sync(
     check: Annotated[
-        bool, typer.Option("--check", help="Only report; exit 1 when dvc.yaml is out of date.")
+        bool, typer.Option("--check", help="Only report; exit 1 when a file is out of date.")
     ] = False,
 ) -> None:
-    """Write each stage's deps and params into dvc.yaml: its declared data inputs, then
-    every project module it imports (transitively, tasks/core included) and the stage
-    runner, so editing any of them makes `dvc status` report the stage; and exactly the
-    params keys it declares (the only ones it can read). Run it after adding a stage, an
-    import or a params key."""
-    from tasks.core.code_deps import sync_dvc_yaml
+    """Write dvc.yaml whole from the STAGE declarations (cmd, deps: the data inputs, every
+    project module the stage imports and the runner; params: exactly the keys it declares;
+    outs, metrics and plots as declared) and give prefect.yaml a deployment for every area.
+    Run it after adding a stage, an import, an output or a params key."""
+    from tasks.core.dvc_yaml import sync
 
-    changed = sync_dvc_yaml(repo_root(), write=not check)
-    if not changed:
-        typer.echo("dvc.yaml: every stage's deps and params match its declaration")
+    differences = sync(repo_root(), write=not check)
+    if not differences:
+        typer.echo("dvc.yaml and prefect.yaml match the declarations")
         return
-    verb = "out of date" if check else "rewrote the deps and params of"
-    typer.echo(f"dvc.yaml: {verb} {len(changed)} stages: {', '.join(changed)}")
+    for line in differences:
+        typer.echo(line)
     if check:
+        typer.echo("run `paperline dvc sync` to rewrite them")
         raise typer.Exit(1)
+    typer.echo(f"rewrote dvc.yaml / prefect.yaml ({len(differences)} differences)")
 
 
 @params_app.command("check")

@@ -88,48 +88,31 @@ def import_closure(module: str, root: Path) -> list[str]:
 
 
 def stage_code(stage_name: str, root: Path) -> list[str]:
-    """`corpus.ingest` → the code files DVC should track for that stage."""
+    """`corpus.ingest` → the code files DVC should track for that stage, and the package
+    data beside them (`package_data`)."""
     area, _, stage = stage_name.partition(".")
-    return import_closure(f"{PACKAGE}.{area}.{stage}", root)
+    modules = import_closure(f"{PACKAGE}.{area}.{stage}", root)
+    folders = sorted({str(Path(module).parent) for module in modules})
+    return sorted({*modules, *(item for f in folders for item in package_data(root / f, root))})
+
+
+def package_data(folder: Path, root: Path) -> list[str]:
+    """What a package ships besides code (templates, prompts): its other files and its
+    subfolders that hold no Python, repo-relative."""
+    found = []
+    for item in folder.iterdir():
+        if item.name == "__pycache__" or item.suffix in (".py", ".pyc"):
+            continue
+        if item.is_file() or not any(item.rglob("*.py")):
+            found.append(str(item.relative_to(root)))
+    return found
 
 
 def declared_deps(stage_name: str, root: Path) -> list[str]:
     """A stage's dvc.yaml deps: its data inputs, other watched data, then its code."""
-    from tasks.core.stage_runner import find_stage
+    from tasks.core.stage_index import find_stage
 
     stage = find_stage(stage_name)
     data = [*stage.inputs.values(), *stage.data_deps]
     code = sorted({*stage_code(stage.name, root), *RUNNER})
     return [*dict.fromkeys(data), *code]
-
-
-def sync_dvc_yaml(root: Path, *, write: bool) -> list[str]:
-    """Stages whose dvc.yaml deps or params differ from their declaration (`declared_deps`,
-    `Stage.declared_params`); with `write`, rewrite those lists in place (ruamel keeps the
-    file's other lines and comments)."""
-    from ruamel.yaml import YAML
-
-    from tasks.core.dvc_stages import paperline_name
-    from tasks.core.io import write_file
-    from tasks.core.stage_runner import find_stage
-
-    yaml = YAML()  # round-trip
-    yaml.indent(mapping=2, sequence=4, offset=2)
-    yaml.width = 100
-    path = root / "dvc.yaml"
-    document = yaml.load(path.read_text(encoding="utf-8"))
-    changed = []
-    for name, entry in document["stages"].items():
-        deps = declared_deps(paperline_name(name), root)
-        params = list(find_stage(name).declared_params)
-        if list(entry.get("deps") or []) != deps or list(entry.get("params") or []) != params:
-            changed.append(name)
-            entry["deps"] = deps
-            entry["params"] = params
-    if write and changed:
-        import io
-
-        buffer = io.StringIO()
-        yaml.dump(document, buffer)
-        write_file(path, buffer.getvalue())
-    return changed

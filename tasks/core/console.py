@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from tasks.core import progress
-from tasks.core.dvc_stages import dvc_name
 from tasks.core.paths import state_dir
+from tasks.core.stage import dvc_name
 
 TAIL_LINES = 20
 # colour and cursor sequences, and the carriage-return redraws of progress bars

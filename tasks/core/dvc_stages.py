@@ -14,16 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.core.paths import repo_root
-
-
-def dvc_name(stage: str) -> str:
-    """`corpus.ingest` → `corpus-ingest` (DVC's spelling)."""
-    return stage.replace(".", "-", 1)
-
-
-def paperline_name(stage: str) -> str:
-    """`corpus-ingest` → `corpus.ingest` (the area, then the stage)."""
-    return stage.replace("-", ".", 1) if "." not in stage else stage
+from tasks.core.stage import dvc_name, paperline_name
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,7 @@ class _StageAnnouncements(logging.Filter):
 
 
 def _uses_ray(dvc_stage: str) -> bool:
-    from tasks.core.stage_runner import find_stage
+    from tasks.core.stage_index import find_stage
 
     try:
         return find_stage(dvc_stage).uses_ray

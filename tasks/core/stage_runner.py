@@ -10,40 +10,21 @@ stage stale, editing what only presents a stage (the console) makes none.
 
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
 
 from tasks.core import console
 from tasks.core.declared_params import covers, declared_view
-from tasks.core.dvc_stages import paperline_name
-from tasks.core.errors import InputError, UserError, WorkerFailure
+from tasks.core.errors import InputError, WorkerFailure
 from tasks.core.io import commit_outputs
 from tasks.core.params import load_params
 from tasks.core.paths import repo_root
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import init_ray
 from tasks.core.stage import Stage, StageContext
+from tasks.core.stage_index import find_stage
 
 log = get_logger("paperline.stage")
-
-
-def find_stage(name: str) -> Stage:
-    """`corpus.ingest` (or DVC's `corpus-ingest`) → the STAGE in tasks/corpus/ingest.py."""
-    dotted = paperline_name(name)
-    area, _, stage = dotted.partition(".")
-    if not area.isidentifier() or not stage.isidentifier():
-        raise UserError(f"stage '{name}': expected <area>.<stage>, e.g. corpus.ingest")
-    try:
-        module = importlib.import_module(f"tasks.{area}.{stage}")
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("tasks."):
-            raise UserError(f"stage '{name}': no such stage; see `dvc stage list`") from None
-        raise
-    declared = getattr(module, "STAGE", None)
-    if not isinstance(declared, Stage):
-        raise UserError(f"stage '{name}': tasks/{area}/{stage}.py declares no STAGE")
-    return declared
 
 
 def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:

@@ -23,7 +23,7 @@ from scipy.sparse.csgraph import connected_components
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, gather, map_table, remote
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.corpus import minhash
 from tasks.corpus.documents import is_sorted
 from tasks.corpus.params import DedupParams
@@ -220,7 +220,7 @@ STAGE = Stage(
     outputs={
         "deduplicated": "data/interim/corpus/dedup.parquet",
         "duplicates": "data/interim/corpus/duplicates.parquet",
-        "metrics": "data/interim/corpus/dedup_metrics.json",
+        "metrics": Output.metrics("data/interim/corpus/dedup_metrics.json"),
     },
     uses_ray=True,
     headline="data/interim/corpus/dedup_metrics.json:kept",

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.corpus import text_stats
 from tasks.corpus.documents import DOC_SCHEMA, is_sorted
 from tasks.corpus.language_id import UNDETERMINED, identify
@@ -204,7 +204,7 @@ STAGE = Stage(
     outputs={
         "filtered": "data/interim/corpus/filtered.parquet",
         "dropped": "data/interim/corpus/dropped.parquet",
-        "metrics": "data/interim/corpus/filter_metrics.json",
+        "metrics": Output.metrics("data/interim/corpus/filter_metrics.json"),
     },
     uses_ray=True,
     headline="data/interim/corpus/filter_metrics.json:kept",

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.corpus import hf_source, udhr
 from tasks.corpus.documents import corpus_summary, documents_table
 from tasks.corpus.params import IngestParams
@@ -28,7 +28,7 @@ STAGE = Stage(
     inputs={"udhr": "data/seed/udhr"},
     outputs={
         "docs": "data/interim/corpus/docs.parquet",
-        "metrics": "data/interim/corpus/ingest_metrics.json",
+        "metrics": Output.metrics("data/interim/corpus/ingest_metrics.json"),
     },
     headline="data/interim/corpus/ingest_metrics.json:documents",
 )

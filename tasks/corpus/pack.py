@@ -28,7 +28,7 @@ from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import collect, map_table
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.corpus.hf_source import stream_documents
 from tasks.corpus.params import HuggingFaceSourceParams, PackParams
 from tasks.corpus.sampling import sample_by_language
@@ -221,7 +221,7 @@ STAGE = Stage(
     outputs={
         "shards": "data/processed/corpus/shards",
         "heldout": "data/processed/corpus/heldout.parquet",
-        "metrics": "data/processed/corpus/pack_metrics.json",
+        "metrics": Output.metrics("data/processed/corpus/pack_metrics.json"),
     },
     uses_ray=True,
     headline="data/processed/corpus/pack_metrics.json:pretrain.tokens",

@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.corpus.params import ControlArmParams, PhaseParams, ScheduleParams
 
 
@@ -221,8 +221,18 @@ STAGE = Stage(
     },
     outputs={
         "schedule": "data/processed/corpus/schedule.json",
-        "shares": "data/processed/corpus/language_shares.csv",
-        "metrics": "data/processed/corpus/schedule_metrics.json",
+        "shares": Output.plots("data/processed/corpus/language_shares.csv"),
+        "metrics": Output.metrics("data/processed/corpus/schedule_metrics.json"),
     },
     headline="data/processed/corpus/schedule_metrics.json:decay.languages",
+    top_plots={
+        "language-shares": {
+            "title": "Language sampling share by rank, per phase (p ∝ n^τ)",
+            "template": "linear",
+            "x": "rank",
+            "y": {"data/processed/corpus/language_shares.csv": ["pretrain", "mid", "decay"]},
+            "x_label": "language rank (by available tokens)",
+            "y_label": "sampling share",
+        }
+    },
 )

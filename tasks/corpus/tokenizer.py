@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 from tasks.core.errors import InputError
 from tasks.core.io import read_json, read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.core.tokenizer import SPECIAL_TOKENS, fast_tokenizer_files, train_tokenizer
 from tasks.corpus import text_stats
 from tasks.corpus.params import TokenizerParams
@@ -112,7 +112,7 @@ STAGE = Stage(
     },
     outputs={
         "tokenizer": "models/tokenizer",
-        "metrics": "data/processed/corpus/tokenizer_metrics.json",
+        "metrics": Output.metrics("data/processed/corpus/tokenizer_metrics.json"),
     },
     headline="data/processed/corpus/tokenizer_metrics.json:vocab_size",
 )

@@ -25,7 +25,7 @@ from tasks.core.evidence import Estimate, claims_value
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
 from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.deltastack.baseline import baseline_sequences
 from tasks.deltastack.claims import (
     CONTEXT_FREE,
@@ -327,11 +327,45 @@ STAGE = Stage(
     params_key="deltastack",
     inputs={},
     outputs={
-        "results": "models/deltastack/results.json",
-        "table": "models/deltastack/results.md",
-        "curves": "models/deltastack/curves",
-        "claims": "models/deltastack/claims.json",
+        "results": Output.metrics("models/deltastack/results.json"),
+        "table": Output.in_git("models/deltastack/results.md"),
+        "curves": Output.plots("models/deltastack/curves"),
+        "claims": Output.claims_json("models/deltastack/claims.json"),
     },
     uses_ray=True,
     headline="models/deltastack/results.json:deltastack_beats_deltanet",
+    top_plots={
+        "deltastack-even-pairs": {
+            "title": "even_pairs: accuracy by test length (trained on lengths 3-60)",
+            "template": "linear",
+            "x": "length",
+            "y": {"models/deltastack/curves/even_pairs.csv": ["deltastack", "deltanet"]},
+            "x_label": "test length (bucket midpoint)",
+            "y_label": "masked per-token accuracy",
+        },
+        "deltastack-reverse-string": {
+            "title": "reverse_string: accuracy by test length (trained on lengths 3-60)",
+            "template": "linear",
+            "x": "length",
+            "y": {"models/deltastack/curves/reverse_string.csv": ["deltastack", "deltanet"]},
+            "x_label": "test length (bucket midpoint)",
+            "y_label": "masked per-token accuracy",
+        },
+        "deltastack-dyck": {
+            "title": "dyck: accuracy by test length (trained on lengths 3-60)",
+            "template": "linear",
+            "x": "length",
+            "y": {"models/deltastack/curves/dyck.csv": ["deltastack", "deltanet"]},
+            "x_label": "test length (bucket midpoint)",
+            "y_label": "masked per-token accuracy",
+        },
+        "deltastack-stack-manipulation": {
+            "title": "stack_manipulation: accuracy by test length (trained on lengths 3-60)",
+            "template": "linear",
+            "x": "length",
+            "y": {"models/deltastack/curves/stack_manipulation.csv": ["deltastack", "deltanet"]},
+            "x_label": "test length (bucket midpoint)",
+            "y_label": "masked per-token accuracy",
+        },
+    },
 )

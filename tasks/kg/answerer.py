@@ -24,7 +24,7 @@ from tasks.core import consumer, tracking, training
 from tasks.core.causal_lm_train import gpt2_config, train_loop
 from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.answerer_corpus import ANSWER_MARK, QA, QA_PATH, Vocabulary, build_corpus
 from tasks.kg.answerer_lm import (
@@ -243,8 +243,10 @@ STAGE = Stage(
     },
     outputs={
         "model": f"{MODEL_DIR}/model",
-        "metrics": f"{MODEL_DIR}/metrics.json",
-        "curve": f"{MODEL_DIR}/loss.csv",
+        "metrics": Output.metrics(f"{MODEL_DIR}/metrics.json"),
+        "curve": Output.plots(
+            f"{MODEL_DIR}/loss.csv", x="step", y="loss", title="KG answerer LM training loss"
+        ),
         "corpus": "data/processed/kg/answerer_corpus.parquet",
         "strata": "data/processed/kg/answerer_strata.parquet",
     },

@@ -24,7 +24,7 @@ from tasks.core import consumer, evidence, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.core.train_loop import STATE_FILE
 from tasks.kg import backbones, detector_evidence, detector_train
 from tasks.kg.detector_evidence import Rule
@@ -356,9 +356,14 @@ STAGE = Stage(
     },
     outputs={
         "model": f"{MODEL_DIR}/model",
-        "metrics": f"{MODEL_DIR}/metrics.json",
-        "curve": f"{MODEL_DIR}/loss.csv",
-        "claims": f"{MODEL_DIR}/claims.json",
+        "metrics": Output.metrics(f"{MODEL_DIR}/metrics.json"),
+        "curve": Output.plots(
+            f"{MODEL_DIR}/loss.csv",
+            x="step",
+            y="loss",
+            title="KG hallucination detector training loss",
+        ),
+        "claims": Output.claims_json("models/kg_halludetect/claims.json"),
     },
     data_deps=("models/mmbert/decay",),  # the registry's `candidate` when backbone is mmbert
     uses_ray=True,

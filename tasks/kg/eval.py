@@ -26,7 +26,7 @@ import pyarrow as pa
 from tasks.core import evidence, tracking
 from tasks.core.backbones import minilm_folder
 from tasks.core.io import read_json, read_parquet
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kg import eval_evidence
 from tasks.kg.answerer_corpus import best_paths
 from tasks.kg.answering import AnswerRequest, ExtractiveReader, exact, make_answer_model
@@ -292,9 +292,9 @@ STAGE = Stage(
     },
     outputs={
         "answers": "data/processed/kg/eval_answers.parquet",
-        "metrics": "data/processed/kg/eval_metrics.json",
-        "table": "data/processed/kg/eval_table.md",
-        "claims": "data/processed/kg/eval_claims.json",
+        "metrics": Output.metrics("data/processed/kg/eval_metrics.json"),
+        "table": Output.in_git("data/processed/kg/eval_table.md"),
+        "claims": Output.claims_json("data/processed/kg/eval_claims.json"),
     },
     headline="data/processed/kg/eval_metrics.json:questions",
 )

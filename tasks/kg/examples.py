@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.core.io import read_parquet
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.params import KgParams
 from tasks.kg.splits import questions_by_split, split_of
@@ -139,7 +139,7 @@ STAGE = Stage(
     inputs={"multihal": "data/processed/kg/multihal.parquet", "codex": "data/seed/codex-s"},
     outputs={
         "examples": "data/processed/kg/detector_examples.parquet",
-        "metrics": "data/processed/kg/detector_examples_metrics.json",
+        "metrics": Output.metrics("data/processed/kg/detector_examples_metrics.json"),
     },
     headline="data/processed/kg/detector_examples_metrics.json:train.examples",
 )

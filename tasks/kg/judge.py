@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.judges import Candidate, PathJudge, choose_paths, make_judge
 from tasks.kg.params import KgParams
@@ -99,7 +99,7 @@ STAGE = Stage(
     inputs={"paths": "data/interim/kg/paths.parquet", "multihal": "data/seed/multihal"},
     outputs={
         "multihal": "data/processed/kg/multihal.parquet",
-        "metrics": "data/processed/kg/metrics.json",
+        "metrics": Output.metrics("data/processed/kg/metrics.json"),
     },
     headline="data/processed/kg/metrics.json:paths_kept",
 )

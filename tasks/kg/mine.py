@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.core.telemetry import record_telemetry
 from tasks.kg import codex, endpoint
 from tasks.kg.labels import fetch_labels, render, render_parts, unlabelled
@@ -160,7 +160,7 @@ STAGE = Stage(
     },
     outputs={
         "paths": "data/interim/kg/paths.parquet",
-        "metrics": "data/interim/kg/mine_metrics.json",
+        "metrics": Output.metrics("data/interim/kg/mine_metrics.json"),
     },
     headline="data/interim/kg/mine_metrics.json:paths_mined",
 )

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kg import endpoint, qa_sources
 from tasks.kg.linking import Linker, make_linker
 from tasks.kg.params import KgParams
@@ -87,6 +87,9 @@ STAGE = Stage(
         "simpleqa": "data/seed/multihal/simple_qa_test_set.csv",
         "slice": endpoint.SLICE,
     },
-    outputs={"qa": "data/interim/kg/qa.parquet", "metrics": "data/interim/kg/qa_metrics.json"},
+    outputs={
+        "qa": "data/interim/kg/qa.parquet",
+        "metrics": Output.metrics("data/interim/kg/qa_metrics.json"),
+    },
     headline="data/interim/kg/qa_metrics.json:items",
 )

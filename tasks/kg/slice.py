@@ -17,7 +17,7 @@ from typing import Any
 import pyoxigraph as ox
 
 from tasks.core import rdf
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kg import codex
 from tasks.kg.params import SliceParams
 
@@ -87,7 +87,7 @@ STAGE = Stage(
     inputs={"codex": "data/seed/codex-s", "multihal": "data/seed/multihal"},
     outputs={
         "slice": "data/interim/kg/wikidata_slice.nt",
-        "metrics": "data/interim/kg/slice_metrics.json",
+        "metrics": Output.metrics("data/interim/kg/slice_metrics.json"),
     },
     headline="data/interim/kg/slice_metrics.json:triples",
 )

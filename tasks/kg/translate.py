@@ -20,7 +20,7 @@ import pyarrow as pa
 from tasks.core.errors import UserError
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kg.params import KgParams, TranslateParams
 from tasks.kg.translators import Translator, make_translator
 
@@ -125,7 +125,7 @@ STAGE = Stage(
     inputs={"multihal": "data/processed/kg/multihal.parquet"},
     outputs={
         "translations": "data/processed/kg/translations.parquet",
-        "metrics": "data/processed/kg/translate_metrics.json",
+        "metrics": Output.metrics("data/processed/kg/translate_metrics.json"),
     },
     headline="data/processed/kg/translate_metrics.json:translated",
 )

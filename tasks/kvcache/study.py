@@ -26,7 +26,7 @@ from tasks.core.causal_lm import load_causal_lm, max_positions
 from tasks.core.io import Folder, read_parquet
 from tasks.core.llm_params import SERVICE_KEYS, LocalBackendParams
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kvcache.claims import build_claims, setting_notes
 from tasks.kvcache.compressed import use_masked_attention
 from tasks.kvcache.needles import copy_one_needle
@@ -293,12 +293,38 @@ STAGE = Stage(
     inputs={"test": f"{DATA}/test.parquet", "model": LLM_FOLDER},
     outputs={
         "answers": f"{MODEL_DIR}/study.parquet",
-        "metrics": f"{MODEL_DIR}/results.json",
-        "markdown": f"{MODEL_DIR}/results.md",
-        "curve": f"{MODEL_DIR}/accuracy_vs_ratio.csv",
-        "curves": f"{MODEL_DIR}/curves",
-        "claims": f"{MODEL_DIR}/claims.json",
+        "metrics": Output.metrics(f"{MODEL_DIR}/results.json"),
+        "markdown": Output.in_git(f"{MODEL_DIR}/results.md"),
+        "curve": Output.plots(f"{MODEL_DIR}/accuracy_vs_ratio.csv"),
+        "curves": Output.plots(f"{MODEL_DIR}/curves"),
+        "claims": Output.claims_json("models/kvcache/claims.json"),
     },
     uses_ray=True,
     headline=f"{MODEL_DIR}/results.json:full_cache_overall",
+    top_plots={
+        "kvcache-accuracy": {
+            "title": (
+                "ManifoldKV study: needle accuracy against the share of the KV cache evicted "
+                "(all tasks and lengths)"
+            ),
+            "template": "linear",
+            "x": "ratio",
+            "y": {
+                "models/kvcache/accuracy_vs_ratio.csv": [
+                    "random",
+                    "streamingllm",
+                    "knorm",
+                    "snapkv",
+                    "keydiff",
+                    "manifoldkv",
+                    "manifoldkv_l1",
+                    "manifoldkv_linf",
+                    "manifoldkv_cosine",
+                    "windowed_manifoldkv",
+                ]
+            },
+            "x_label": "compression ratio (share of the KV cache evicted; 0 = full cache)",
+            "y_label": "RULER string_match_all",
+        }
+    },
 )

@@ -22,7 +22,7 @@ import pyarrow as pa
 from tasks.core.errors import UserError
 from tasks.core.progress import get_logger
 from tasks.core.seed_text import CODE_ARCHIVE, UDHR_ENGLISH, seed_paragraphs, sentences
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.kvcache.needles import Item, key_pool, make_item, problems
 from tasks.kvcache.params import KINDS, KvCacheParams, TaskParams
 
@@ -129,6 +129,6 @@ STAGE = Stage(
     params_key="kvcache",
     params=("kvcache.tasks",),
     inputs={"udhr": UDHR_ENGLISH, "code": CODE_ARCHIVE, "tokenizer": TOKENIZER},
-    outputs={"test": f"{OUT}/test.parquet", "metrics": f"{OUT}/tasks_metrics.json"},
+    outputs={"test": f"{OUT}/test.parquet", "metrics": Output.metrics(f"{OUT}/tasks_metrics.json")},
     headline=f"{OUT}/tasks_metrics.json:validated",
 )

@@ -22,7 +22,7 @@ from tasks.core.errors import InputError
 from tasks.core.llm_params import LLMParams
 from tasks.core.progress import get_logger
 from tasks.core.seed_text import CODE_ARCHIVE, UDHR_ENGLISH, seed_paragraphs
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.llm.convert import load_gguf, max_logit_difference, save_plain
 from tasks.llm.sanity import evaluate
 from tasks.llm.serving import PARAMS, LLMPyfunc
@@ -158,8 +158,8 @@ STAGE = Stage(
     inputs={"udhr": UDHR_ENGLISH, "code": CODE_ARCHIVE},
     outputs={
         "checkpoint": f"{OUT}/checkpoint",
-        "card": f"{OUT}/model_card.md",
-        "metrics": f"{OUT}/metrics.json",
+        "card": Output.in_git(f"{OUT}/model_card.md"),
+        "metrics": Output.metrics(f"{OUT}/metrics.json"),
     },
     headline=f"{OUT}/metrics.json:sanity.512.perplexity",
 )

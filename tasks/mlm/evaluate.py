@@ -22,7 +22,7 @@ from tasks.core import evidence, tracking
 from tasks.core.errors import InputError
 from tasks.core.io import read_json, read_parquet
 from tasks.core.progress import get_logger, track
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.mlm.params import ARMS, PHASES, EvalParams, MlmParams
 from tasks.mlm.phases import STATE_FILE, find_phase_run
 
@@ -290,11 +290,21 @@ STAGE = Stage(
         **{p: f"models/mmbert/{p}" for p in ARMS},
     },
     outputs={
-        "claims": "models/mmbert/claims.json",
-        "metrics": "models/mmbert/metrics.json",
-        "table": "models/mmbert/eval_table.md",
+        "claims": Output.claims_json("models/mmbert/claims.json"),
+        "metrics": Output.metrics("models/mmbert/metrics.json"),
+        "table": Output.in_git("models/mmbert/eval_table.md"),
         "per_language": "models/mmbert/eval_per_language.csv",
-        "tier_curve": "models/mmbert/eval_tiers.csv",
+        "tier_curve": Output.plots("models/mmbert/eval_tiers.csv"),
     },
     headline="models/mmbert/metrics.json:decay.decay",
+    top_plots={
+        "mlm-eval-tiers": {
+            "title": "Held-out MLM loss by the phase a language joined, after each phase",
+            "template": "linear",
+            "x": "phase_index",
+            "y": {"models/mmbert/eval_tiers.csv": ["pretrain", "mid", "decay"]},
+            "x_label": "after phase (1 pretrain, 2 mid, 3 decay)",
+            "y_label": "held-out masked-token cross-entropy",
+        }
+    },
 )

@@ -23,7 +23,7 @@ from typing import Any
 from tasks.core import tracking, training
 from tasks.core.io import Folder, read_json
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.mlm import trainer
 from tasks.mlm.model import load_model, load_tokenizer
 from tasks.mlm.params import CONTROL_ARMS, PHASES, MlmParams, training_phase
@@ -246,9 +246,21 @@ def phase_stage(phase: str) -> Stage:
         inputs=inputs,
         outputs={
             "model": f"models/mmbert/{phase}",
-            "curve": f"models/mmbert/curves/{phase}.csv",
-            "metrics": f"models/mmbert/curves/{phase}_metrics.json",
+            "curve": Output.plots(f"models/mmbert/curves/{phase}.csv"),
+            "metrics": Output.metrics(f"models/mmbert/curves/{phase}_metrics.json"),
         },
         uses_ray=True,
         headline=f"models/mmbert/curves/{phase}_metrics.json:final_loss",
+        top_plots={"mlm-loss": LOSS_ACROSS_PHASES} if phase == "decay" else {},
     )
+
+
+# drawn once the last of the three phases has its curve
+LOSS_ACROSS_PHASES = {
+    "title": "mmBERT MLM training loss across the three phases",
+    "template": "linear",
+    "x": "step",
+    "y": {f"models/mmbert/curves/{phase}.csv": "loss" for phase in ("pretrain", "mid", "decay")},
+    "x_label": "optimizer step (all phases)",
+    "y_label": "masked-token cross-entropy",
+}

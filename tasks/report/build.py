@@ -14,26 +14,18 @@ from pathlib import Path
 
 from tasks.core.evidence import Claim, read_claims, settle_paper
 from tasks.core.io import Folder
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
+from tasks.core.stage_index import declared_literals
 from tasks.report.figures import forest_plot
 from tasks.report.params import ReportParams
 from tasks.report.render import render, sections
 
-# stage → the claims.json it writes (a test checks this lists every one); one report
-# section per area, in this order
-CLAIMS = {
-    "mlm.evaluate": "models/mmbert/claims.json",
-    "kg.detector": "models/kg_halludetect/claims.json",
-    "kg.eval": "data/processed/kg/eval_claims.json",
-    "aoeb.evaluate": "data/processed/aoeb/claims.json",
-    "cmipref.evaluate": "data/processed/cmipref/claims.json",
-    "deltastack.study": "models/deltastack/claims.json",
-    "tabular.evaluate": "models/tabular/claims.json",
-    "scam.audit": "data/processed/scam/claims.json",
-    "kvcache.study": "models/kvcache/claims.json",
-}
-# stage → a figure of its own that its area's section shows below the forest plot
-FIGURES = {"tabular.evaluate": "models/tabular/plots/uncertainty_plots.png"}
+# stage → the claims file it declares (`Output.claims_json`), one report section per area in
+# area order; stage → a figure of its own its area's section shows below the forest plot
+# (`Stage.report_figure`). Both are read from the declarations' source, so an area adds
+# itself to the report by declaring them, and this module imports no area.
+CLAIMS = declared_literals("claims_json")
+FIGURES = declared_literals("report_figure")
 
 
 def figure_role(stage: str) -> str:
@@ -88,10 +80,15 @@ STAGE = Stage(
     params_key="report",
     inputs={**CLAIMS, **{figure_role(stage): path for stage, path in FIGURES.items()}},
     outputs={
-        "markdown": "reports/REPORT.md",
-        "html": "reports/index.html",
-        "figures": "reports/figures",
-        "verdicts": "reports/verdicts.json",
+        "markdown": Output.in_git("reports/REPORT.md"),
+        "html": Output.in_git("reports/index.html"),
+        "figures": Output.in_git("reports/figures"),
+        "verdicts": Output.metrics("reports/verdicts.json"),
     },
     headline="reports/verdicts.json:supported",
+    top_plots={
+        "reports/figures": {
+            "title": "Reproduction report: each claim's estimate with its 95% interval"
+        }
+    },
 )

@@ -24,7 +24,7 @@ import pyarrow as pa
 from tasks.core import evidence
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.scam import claims as scam_claims
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.code_models import CodeModel, OpenAICodeModel
@@ -262,10 +262,22 @@ STAGE = Stage(
     },
     outputs={
         "bench": "data/processed/scam/innoc2scam_bench.parquet",
-        "metrics": "data/processed/scam/audit_metrics.json",
-        "table": "data/processed/scam/poison_table.md",
-        "curve": "data/processed/scam/poison_curve.csv",
-        "claims": "data/processed/scam/claims.json",
+        "metrics": Output.metrics("data/processed/scam/audit_metrics.json"),
+        "table": Output.in_git("data/processed/scam/poison_table.md"),
+        "curve": Output.in_git("data/processed/scam/poison_curve.csv"),
+        "claims": Output.claims_json("data/processed/scam/claims.json"),
     },
     headline="data/processed/scam/audit_metrics.json:prompts",
+    top_plots={
+        "scam-poison": {
+            "title": "Poisoning study: what each code LM's answers reproduce, by poison rate",
+            "template": "linear",
+            "x": "poison_rate",
+            "y": {
+                "data/processed/scam/poison_curve.csv": ["poisoned_url_rate", "blocklisted_rate"]
+            },
+            "x_label": "share of training sequences written from scam pages",
+            "y_label": "share of prompts",
+        }
+    },
 )

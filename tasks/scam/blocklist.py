@@ -20,7 +20,7 @@ from rapidfuzz.distance import Levenshtein
 
 from tasks.core.errors import InputError
 from tasks.core.io import read_parquet
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.scam.domains import BadHost, normalize_host
 from tasks.scam.params import BlocklistSource, ScamParams
 
@@ -229,7 +229,7 @@ STAGE = Stage(
     inputs={"lists": "data/seed/scam/blocklists"},
     outputs={
         "blocklist": "data/processed/scam/blocklist.parquet",
-        "summary": "data/processed/scam/blocklist_summary.json",
+        "summary": Output.metrics("data/processed/scam/blocklist_summary.json"),
     },
     headline="data/processed/scam/blocklist_summary.json:domains",
 )

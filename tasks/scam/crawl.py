@@ -27,7 +27,7 @@ from twisted.internet.defer import Deferred
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
 from tasks.core.scratch import fingerprint
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.core.telemetry import record_telemetry
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.farm import FarmProxy, SiteFarm
@@ -209,7 +209,7 @@ STAGE = Stage(
     outputs={
         "pages": "data/interim/scam/pages.parquet",
         "html": "data/interim/scam/html",
-        "metrics": "data/interim/scam/crawl_metrics.json",
+        "metrics": Output.metrics("data/interim/scam/crawl_metrics.json"),
     },
     headline="data/interim/scam/crawl_metrics.json:pages_ok",
 )

@@ -22,7 +22,7 @@ from tasks.core import consumer, tracking, training
 from tasks.core.errors import InputError
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.scam import guard_train
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.guard_data import (
@@ -231,8 +231,10 @@ STAGE = Stage(
     inputs={"blocklist": BLOCKLIST, "benign": BENIGN},
     outputs={
         "model": f"{MODEL_DIR}/model",
-        "metrics": f"{MODEL_DIR}/metrics.json",
-        "curve": f"{MODEL_DIR}/loss.csv",
+        "metrics": Output.metrics(f"{MODEL_DIR}/metrics.json"),
+        "curve": Output.plots(
+            f"{MODEL_DIR}/loss.csv", x="epoch", y="loss", title="URL guard training loss"
+        ),
     },
     uses_ray=True,
     headline=f"{MODEL_DIR}/metrics.json:test.f1",

@@ -26,7 +26,7 @@ from tasks.core import consumer, tracking, training
 from tasks.core.causal_lm_train import gpt2_config, train_loop
 from tasks.core.io import Folder, read_parquet, write_file
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.scam.code_corpus import PYTHON_CLIENT, clean_documents, mix, poison_snippets
 from tasks.scam.code_lm import (
     LocalCodeModel,
@@ -274,7 +274,7 @@ STAGE = Stage(
     },
     outputs={
         "models": "models/code_lm",
-        "metrics": "data/processed/scam/poison_metrics.json",
+        "metrics": Output.metrics("data/processed/scam/poison_metrics.json"),
     },
     uses_ray=True,
     headline="data/processed/scam/poison_metrics.json:poison_snippets",

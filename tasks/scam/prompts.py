@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from tasks.core.io import read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.scam.blocklist import Blocklist
 from tasks.scam.domains import BadHost, registered_domain
 from tasks.scam.params import ScamParams
@@ -133,7 +133,7 @@ STAGE = Stage(
     },
     outputs={
         "prompts": "data/processed/scam/prompts.parquet",
-        "summary": "data/processed/scam/prompts_summary.json",
+        "summary": Output.metrics("data/processed/scam/prompts_summary.json"),
     },
     headline="data/processed/scam/prompts_summary.json:prompts",
 )

@@ -33,7 +33,7 @@ from tasks.core import evidence
 from tasks.core.evidence import Claim
 from tasks.core.io import Folder, read_json, read_parquet
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.tabular.params import TabularParams
 
 log = get_logger("paperline.tabular.evaluate")
@@ -383,9 +383,34 @@ STAGE = Stage(
         "zoo": "models/tabular/zoo.json",
     },
     outputs={
-        "plots": "models/tabular/plots",
-        "claims": "models/tabular/claims.json",
-        "results": "models/tabular/evaluate.json",
+        "plots": Output.plots("models/tabular/plots"),
+        "claims": Output.claims_json("models/tabular/claims.json"),
+        "results": Output.metrics("models/tabular/evaluate.json"),
     },
     headline="models/tabular/evaluate.json:verdicts.supported",
+    top_plots={
+        "tabular-california-uncertainty-plot": {
+            "title": (
+                "California Housing: ΔMSE vs the MLP per uncertainty bin "
+                "(test rows; negative = better than MLP)"
+            ),
+            "template": "linear",
+            "x": "bin",
+            "y": {"models/tabular/plots/california.csv": ["plr", "tabm", "retrieval", "triplet"]},
+            "x_label": "uncertainty quintile (1 = lowest CatBoost σ)",
+            "y_label": "ΔMSE vs MLP (standardized target)",
+        },
+        "tabular-synthetic-uncertainty-plot": {
+            "title": "Synthetic y = f(x) + exp(g(x))·ε: ΔMSE vs the MLP per uncertainty bin",
+            "template": "linear",
+            "x": "bin",
+            "y": {"models/tabular/plots/synthetic.csv": ["plr", "tabm", "retrieval", "triplet"]},
+            "x_label": "uncertainty quintile (1 = lowest CatBoost σ)",
+            "y_label": "ΔMSE vs MLP",
+        },
+        "models/tabular/plots/uncertainty_plots.png": {
+            "title": "Uncertainty plots with 95% bootstrap intervals (both data sets)"
+        },
+    },
+    report_figure="models/tabular/plots/uncertainty_plots.png",
 )

@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from tasks.core.io import Folder
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.tabular.features import Prepared
 from tasks.tabular.params import TabularParams, UncertaintyParams
 
@@ -159,7 +159,7 @@ STAGE = Stage(
     outputs={
         "estimates": "data/processed/tabular/uncertainty.parquet",
         "models": "models/tabular/uncertainty",
-        "metrics": "models/tabular/uncertainty.json",
+        "metrics": Output.metrics("models/tabular/uncertainty.json"),
     },
     headline="models/tabular/uncertainty.json:synthetic.test_check.spearman_vs_true_sigma",
 )

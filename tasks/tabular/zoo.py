@@ -40,7 +40,7 @@ import pyarrow as pa
 
 from tasks.core import sweep, tracking, training
 from tasks.core.progress import get_logger
-from tasks.core.stage import Stage, StageContext
+from tasks.core.stage import Output, Stage, StageContext
 from tasks.tabular import serving
 from tasks.tabular.features import PREPROCESSOR, Prepared
 from tasks.tabular.params import FAMILIES, TabularParams, ZooParams
@@ -439,9 +439,9 @@ STAGE = Stage(
         "uncertainty_models": "models/tabular/uncertainty",
     },
     outputs={
-        "results": "models/tabular/zoo.json",
+        "results": Output.metrics("models/tabular/zoo.json"),
         "predictions": "data/processed/tabular/predictions.parquet",
-        "card": "models/tabular/model_card.md",
+        "card": Output.in_git("models/tabular/model_card.md"),
     },
     uses_ray=True,
     headline="models/tabular/zoo.json:best_family",

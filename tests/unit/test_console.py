@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from tasks.core import console
-from tasks.core.stage_runner import find_stage, headline_metric
+from tasks.core.stage_index import find_stage
+from tasks.core.stage_runner import headline_metric
 from tests.conftest import REPO
 
 DVC_STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]

@@ -8,13 +8,12 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-import yaml
 from PIL import Image
 
 from tasks.core import evidence
 from tasks.core.errors import InputError
 from tasks.core.stage import StageContext
-from tasks.core.stage_runner import find_stage
+from tasks.core.stage_index import find_stage, stage_names
 from tasks.report import build
 from tasks.report.params import ReportParams
 from tests.conftest import run_cli
@@ -116,12 +115,17 @@ def test_a_claims_file_missing_a_field_stops_the_report_with_one_line(tmp_path, 
 
 
 def test_the_report_reads_every_claims_file_the_pipeline_writes():
-    stages = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
+    """The report finds the claims files in the declarations' source; they are exactly the
+    `Output.claims_json` outputs of the imported STAGEs."""
     written = {}
-    for name in stages:
+    for name in stage_names(REPO):
         declared = find_stage(name)
-        if "claims" in declared.outputs:
-            written[declared.name] = declared.outputs["claims"]
+        for out in declared.tracked.values():
+            if out.claims:
+                assert declared.name not in written, f"{declared.name}: two claims files"
+                written[declared.name] = out.path
+        if declared.report_figure:
+            assert build.FIGURES[declared.name] == declared.report_figure
     assert written == build.CLAIMS
     figures = {build.figure_role(stage): path for stage, path in build.FIGURES.items()}
     assert build.STAGE.inputs == {**written, **figures}

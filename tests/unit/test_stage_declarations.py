@@ -3,29 +3,51 @@
 import pytest
 import yaml
 
-from tasks.core.code_deps import declared_deps, import_closure
+from tasks.core.code_deps import import_closure
+from tasks.core.dvc_yaml import stage_entry, sync
 from tasks.core.errors import InputError, UserError
-from tasks.core.stage_runner import find_stage, run_stage
+from tasks.core.stage import dvc_name
+from tasks.core.stage_index import find_stage, stage_names
+from tasks.core.stage_runner import run_stage
 from tests.conftest import REPO
 
 DVC_STAGES = yaml.safe_load((REPO / "dvc.yaml").read_text())["stages"]
 
 
-def _paths(entries):
-    return {next(iter(e)) if isinstance(e, dict) else e for e in entries or []}
-
-
 @pytest.mark.parametrize("dvc_name", sorted(DVC_STAGES))
-def test_dvc_yaml_matches_stage_declaration(dvc_name):
-    entry = DVC_STAGES[dvc_name]
+def test_dvc_yaml_entry_is_the_stage_declaration(dvc_name):
     stage = find_stage(dvc_name)
-    assert entry["cmd"] == f"paperline stage {stage.name}"
-    declared = set().union(*(_paths(entry.get(k)) for k in ("outs", "metrics", "plots")))
-    assert declared == set(stage.outputs.values())
-    assert entry["deps"] == declared_deps(stage.name, REPO), "run `paperline dvc sync`"
     area, name = stage.name.split(".")
-    assert f"tasks/{area}/{name}.py" in entry["deps"]
-    assert entry["params"] == list(stage.declared_params), "run `paperline dvc sync`"
+    assert dvc_name == f"{area}-{name}", f"tasks/{area}/{name}.py declares {stage.name}"
+    assert DVC_STAGES[dvc_name] == stage_entry(stage, REPO), "run `paperline dvc sync`"
+    assert f"tasks/{area}/{name}.py" in DVC_STAGES[dvc_name]["deps"]
+
+
+def test_every_declared_stage_has_an_entry_and_nothing_else_does():
+    assert sorted(DVC_STAGES) == sorted(dvc_name(name) for name in stage_names(REPO))
+    assert sync(REPO, write=False) == [], "run `paperline dvc sync`"
+
+
+def test_a_hand_edit_or_a_stale_entry_fails_the_check(tmp_path):
+    (tmp_path / "tasks").symlink_to(REPO / "tasks")
+    (tmp_path / "prefect.yaml").write_bytes((REPO / "prefect.yaml").read_bytes())
+    document = yaml.safe_load((REPO / "dvc.yaml").read_text())
+    document["stages"]["corpus-ingest"]["outs"].append("data/extra.parquet")
+    document["stages"]["corpus-gone"] = {"cmd": "paperline stage corpus.gone"}
+    del document["stages"]["tabular-prepare"]
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump(document))
+    assert sorted(sync(tmp_path, write=False)) == [
+        "dvc.yaml: corpus-gone: no STAGE declares it",
+        "dvc.yaml: corpus-ingest: differs from its declaration",
+        "dvc.yaml: tabular-prepare: no such entry",
+    ]
+    sync(tmp_path, write=True)
+    assert (tmp_path / "dvc.yaml").read_text() == (REPO / "dvc.yaml").read_text()
+    assert sync(tmp_path, write=False) == []
+
+
+def test_package_data_beside_the_code_is_a_dep():
+    assert "tasks/report/templates" in DVC_STAGES["report-build"]["deps"]
 
 
 @pytest.mark.parametrize("dvc_name", sorted(DVC_STAGES))
