@@ -383,8 +383,13 @@ FAST_LOCK_DVC = (
 )
 
 
-def dvc(*args: str, cwd: Path, fast_lock: bool = False) -> subprocess.CompletedProcess:
+def dvc(
+    *args: str, cwd: Path, fast_lock: bool = False, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """`dvc ARGS` in `cwd`; `env` replaces the environment (Ray's session address is added
+    for commands that run stages)."""
     runs_stages = args[:1] == ("repro",) or args[:2] == ("exp", "run")
+    base = env if env is not None else os.environ
     command = [sys.executable, "-c", FAST_LOCK_DVC] if fast_lock else [str(BIN / "dvc")]
     return subprocess.run(
         [*command, *args],
@@ -392,7 +397,7 @@ def dvc(*args: str, cwd: Path, fast_lock: bool = False) -> subprocess.CompletedP
         capture_output=True,
         text=True,
         timeout=1800,  # a hang guard: CI's slower cores build the whole DAG in ~2 calls of this
-        env={**os.environ, **SESSION_RAY.env()} if runs_stages else None,
+        env={**base, **SESSION_RAY.env()} if runs_stages else env,
     )
 
 

@@ -28,14 +28,18 @@ CLAIMS = declared_literals("claims_json")
 FIGURES = declared_literals("report_figure")
 
 
+FIGURE = ":figure"
+
+
 def figure_role(stage: str) -> str:
-    return f"{stage}:figure"
+    return stage + FIGURE
 
 
 def run(params: ReportParams, inputs: Mapping[str, Path], ctx: StageContext) -> dict:
     claims: dict[str, list[Claim]] = {}
-    for stage in CLAIMS:
-        claims.setdefault(stage.split(".")[0], []).extend(read_claims(inputs[stage]))
+    for stage, path in inputs.items():  # a claims file per stage, or a figure (figure_role)
+        if not stage.endswith(FIGURE):
+            claims.setdefault(stage.split(".")[0], []).extend(read_claims(path))
     claims = {
         area: settle_paper(f"{found[0].paper} ({area})", found)
         for area, found in claims.items()
