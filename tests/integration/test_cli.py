@@ -65,8 +65,8 @@ def test_unknown_stage_and_flow(repo_copy):
     flow = run_cli("flow", "nope", cwd=repo_copy)
     assert (flow.returncode, flow.stderr) == (
         2,
-        "flow 'nope': no such flow; the flows are pipeline, corpus, mlm, kg, scam, deltastack,"
-        " llm, kvcache, aoeb, cmipref, tabular, report"
+        "flow 'nope': no such flow; the flows are pipeline, kg, aoeb, corpus, mlm, cmipref,"
+        " deltastack, llm, kvcache, scam, tabular, report"
         " (`pipeline`, then one per area with stages in dvc.yaml)\n",
     )
 
