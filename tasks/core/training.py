@@ -41,7 +41,8 @@ class TrainingJob:
     sources: Sequence[Path]  # inputs whose bytes decide whether a killed run may resume
     scaling: Any  # ScalingParams, or params with num_workers, cpus_per_worker, use_gpu
     max_failures: int
-    experiment: str | None = None  # None: no MLflow run (a part of a stage's model)
+    experiment: str | None = None  # None: no MLflow run of its own (a part of a stage's model)
+    run_id: str | None = None  # log to this run instead (a sweep trial's, tasks/core/sweep.py)
     run_name: str = ""
     lineage: Sequence[str] = ()  # repo-relative inputs whose dvc.lock hashes tag the run
     tags: Mapping[str, str] = field(default_factory=dict)  # more run tags (mlflow.* included)
@@ -102,19 +103,18 @@ def open_run(
 ) -> str:
     """The job's MLflow run: the one its unfinished work logged to, else a new run with the
     lineage and `job.tags` (a parent from `job.parent_run()` if given) and its params."""
-    import mlflow
-
     runs_file = storage / RUN_FILE
     if resuming and runs_file.exists():
         return read_json(runs_file)["run_id"]
-    experiment = tracking.ensure_experiment(job.experiment, ctx.runtime.mlflow, ctx.root)
-    tags = {**lineage, **job.tags}
-    if job.parent_run is not None:
-        tags["mlflow.parentRunId"] = job.parent_run()
-    client = mlflow.MlflowClient()
-    run_id = client.create_run(experiment, run_name=job.run_name or job.name, tags=tags).info.run_id
-    for key, value in {**params, **job.params}.items():
-        client.log_param(run_id, key, value)
+    run_id = tracking.create_run(
+        job.experiment,
+        ctx.runtime.mlflow,
+        run_name=job.run_name or job.name,
+        tags={**lineage, **job.tags},
+        parent=job.parent_run() if job.parent_run is not None else None,
+        logged={**params, **job.params},
+        root=ctx.root,
+    )
     write_file(runs_file, {"run_id": run_id})
     return run_id
 
@@ -130,6 +130,9 @@ def train(job: TrainingJob, ctx: Any) -> TrainedModel:
         lineage = {**tracking.lineage_tags(job.lineage, ctx.root), **own_tags}
         config["tracking_uri"] = tracking.configure(ctx.runtime.mlflow, ctx.root)
         run_id = open_run(job, ctx, storage, resuming, lineage, logged_params(config))
+    elif job.run_id:
+        config["tracking_uri"] = tracking.configure(ctx.runtime.mlflow, ctx.root)
+        run_id = job.run_id
     config["run_id"] = run_id
     done = storage / TRAINED_FILE
     if resuming and done.exists():  # trained, but the stage stopped before its commit
@@ -152,9 +155,7 @@ def train(job: TrainingJob, ctx: Any) -> TrainedModel:
             )
         except Exception:
             if run_id:  # a re-run resumes it (and marks it running again)
-                import mlflow
-
-                mlflow.MlflowClient().set_terminated(run_id, "FAILED")
+                tracking.end_run(run_id, failed=True)
             raise
         write_file(done, {"checkpoint": str(checkpoint)})
     return TrainedModel(
