@@ -38,13 +38,15 @@ class TrainingJob:
     name: str  # "kg.detector": names failures and the scratch folder (.paperline/ray/kg/detector)
     train_loop: Callable[[dict[str, Any]], None]  # per worker: model, data, loss, schedule
     config: Mapping[str, Any]  # hyperparameters every worker gets; fingerprinted and logged
-    sources: Sequence[Path]  # inputs whose bytes decide whether a killed run may resume
     scaling: Any  # ScalingParams, or params with num_workers, cpus_per_worker, use_gpu
     max_failures: int
+    # inputs whose bytes decide whether a killed run may resume; None: the stage's inputs
+    sources: Sequence[Path] | None = None
     experiment: str | None = None  # None: no MLflow run of its own (a part of a stage's model)
     run_id: str | None = None  # log to this run instead (a sweep trial's, tasks/core/sweep.py)
     run_name: str = ""
-    lineage: Sequence[str] = ()  # repo-relative inputs whose dvc.lock hashes tag the run
+    # repo-relative inputs whose dvc.lock hashes tag the run; None: the stage's inputs
+    lineage: Sequence[str] | None = None
     tags: Mapping[str, str] = field(default_factory=dict)  # more run tags (mlflow.* included)
     parent_run: Callable[[], str] | None = None  # a new run's parent run id, asked when needed
     params: Mapping[str, Any] = field(default_factory=dict)  # run params beyond the config
@@ -123,11 +125,14 @@ def train(job: TrainingJob, ctx: Any) -> TrainedModel:
     """Fit `job` (resuming an unfinished run of the same work); its last checkpoint."""
     storage = job.storage or ctx.scratch("ray", *job.name.split("."))
     config = {"torch_threads": torch_threads(job.scaling), **job.config}
-    resuming = prepare_scratch(storage, fingerprint(config, list(job.sources)))
+    declared = list(ctx.inputs.values())
+    sources = job.sources if job.sources is not None else [ctx.root / p for p in declared]
+    resuming = prepare_scratch(storage, fingerprint(config, list(sources)))
     lineage, run_id = {}, None
     if job.experiment:
         own_tags = {k: v for k, v in job.tags.items() if not k.startswith("mlflow.")}
-        lineage = {**tracking.lineage_tags(job.lineage, ctx.root), **own_tags}
+        paths = job.lineage if job.lineage is not None else declared
+        lineage = {**tracking.lineage_tags(paths, ctx.root), **own_tags}
         config["tracking_uri"] = tracking.configure(ctx.runtime.mlflow, ctx.root)
         run_id = open_run(job, ctx, storage, resuming, lineage, logged_params(config))
     elif job.run_id:

@@ -108,7 +108,8 @@ def test_a_run_killed_after_a_checkpoint_resumes_to_the_unbroken_weights(stop_at
     weights, optimizer_state, state = killed.saved
     assert state["step"] == stop_at
 
-    model, optimizer, batches, loss_of = problem(seed=1)  # other initial weights: the checkpoint's replace them
+    # other initial weights: the checkpoint's replace them
+    model, optimizer, batches, loss_of = problem(seed=1)
     model.load_state_dict(weights)
     optimizer.load_state_dict(optimizer_state)
     resumed = Recorder(model, optimizer)
