@@ -10,9 +10,9 @@ every `checkpoint_every` steps and at the end; a killed run resumes from the las
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
+from tasks.core.loop import LoopPlan, Window, run_loop
 from tasks.core.ray_train import start_worker
 from tasks.core.text_encoders import mean_pool
 
@@ -51,22 +51,17 @@ def symmetric_info_nce(logits: Any) -> Any:
 
 
 def train_loop(config: dict[str, Any]) -> None:
-    import ray.train
     import ray.train.torch
-    import torch
     from transformers import AutoModel, PreTrainedTokenizerFast
 
-    from tasks.core.train_loop import MetricsLog, linear_warmup_training, report_checkpoint
+    from tasks.core.train_loop import RayReporter, linear_warmup_training, save_pretrained
 
     rank, world = start_worker(config)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(config["tokenizer"])
     model = ray.train.torch.prepare_model(AutoModel.from_pretrained(config["init_from"]))
     device = ray.train.torch.get_device()
     optimizer, scheduler, state = linear_warmup_training(model, config)
-    total = config["steps"]
-    metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     pairs = [tuple(p) for p in config["pairs"]]
-    temperature = config["temperature"]
 
     def embed(texts: list[str], length: int) -> Any:
         encoded = tokenizer(
@@ -75,41 +70,32 @@ def train_loop(config: dict[str, Any]) -> None:
         encoded.pop("token_type_ids", None)
         return mean_pool(model(**encoded).last_hidden_state, encoded["attention_mask"])
 
-    model.train()
-    window, started = [], time.perf_counter()
-    while state["step"] < total:
-        batches = batch_order(pairs, config["batch_size"], config["seed"] + state["epoch"])
-        done_in_epoch = state.get("batch_in_epoch", 0)
-        for position, batch in enumerate(batches[rank::world]):
-            if position < done_in_epoch:
-                continue  # seen before a resume
-            if state["step"] >= total:
-                break
-            queries = embed([pairs[i][0] for i in batch], config["query_length"])
-            documents = embed([pairs[i][1] for i in batch], config["document_length"])
-            loss = symmetric_info_nce(queries @ documents.T / temperature)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            state["step"] += 1
-            state["batch_in_epoch"] = position + 1
-            window.append(loss.item())
-            step = state["step"]
-            if step % config["checkpoint_every"] and step != total:
-                continue
-            seconds = time.perf_counter() - started
-            values = {
-                "loss": sum(window) / len(window),
-                "pairs_per_second": len(window) * len(batch) * world / seconds,
-            }
-            state["curve"].append({"step": step, **values})
-            if metrics_log:
-                metrics_log.add(step, values)
-                metrics_log.flush()
-            report_checkpoint({"step": step, **values}, model, optimizer, scheduler, state)
-            window, started = [], time.perf_counter()
-        if state["step"] < total:
-            state["epoch"] += 1
-            state["batch_in_epoch"] = 0
+    def epoch_batches(epoch: int) -> list[list[int]]:
+        return batch_order(pairs, config["batch_size"], config["seed"] + epoch)[rank::world]
+
+    def loss_of(batch: list[int]) -> tuple[Any, dict[str, int]]:
+        queries = embed([pairs[i][0] for i in batch], config["query_length"])
+        documents = embed([pairs[i][1] for i in batch], config["document_length"])
+        loss = symmetric_info_nce(queries @ documents.T / config["temperature"])
+        return loss, {"pairs": len(batch) * world}
+
+    def point(state: dict[str, Any], window: Window) -> dict[str, Any]:
+        return {
+            "step": state["step"],
+            "loss": window.loss,
+            "pairs_per_second": window.sums["pairs"] / window.seconds,
+        }
+
+    every = config["checkpoint_every"]
+    plan = LoopPlan(steps=config["steps"], log_every=every, checkpoint_every=every, grad_clip=1.0)
+    reporter = RayReporter(config, point, save_pretrained(model), optimizer, scheduler)
+    run_loop(
+        model,
+        optimizer,
+        loss_of,
+        plan,
+        state,
+        reporter,
+        epoch_batches=epoch_batches,
+        scheduler=scheduler,
+    )

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from tasks.core.loop import LoopPlan, Window, fresh_state, run_loop
 from tasks.core.ray_train import start_worker
-from tasks.core.train_loop import report_with_checkpoint, resume_state
+from tasks.core.train_loop import RayReporter, resume_state
 
 
 def train_loop(config: dict[str, Any]) -> None:
-    import ray.train
     import ray.train.torch
     import torch
 
@@ -28,39 +28,33 @@ def train_loop(config: dict[str, Any]) -> None:
     model = ray.train.torch.prepare_model(tower)
     device = ray.train.torch.get_device()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config["learning_rate"])
-    fresh: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "resumed_from": []}
     restored = resume_state(lambda f: tower.load_state_dict(load(f).state_dict()), optimizer)
-    state = restored or fresh
     images = pixels([bytes(b) for b in config["images"]], config["image_size"])
-    captions = torch.tensor(
-        config["captions"], dtype=torch.float32
-    )  # a copy: Ray's arrays are read-only
+    # a copy: Ray's arrays are read-only
+    captions = torch.tensor(config["captions"], dtype=torch.float32)
     per_worker = len(images) // world
     batch = max(2, config["batch_size"] // world)
-    while state["epoch"] < config["epochs"]:
-        generator = torch.Generator().manual_seed(config["seed"] + state["epoch"])
+
+    def epoch_batches(epoch: int) -> Any:
+        generator = torch.Generator().manual_seed(config["seed"] + epoch)
         order = torch.randperm(len(images), generator=generator)[rank::world][:per_worker]
-        model.train()
-        losses = []
-        for start in range(0, per_worker - batch + 1, batch):
-            rows = order[start : start + batch]
-            logits = model(images[rows].to(device)) @ captions[rows].to(device).T
-            loss = symmetric_info_nce(logits / config["temperature"])
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.item())
-            state["step"] += 1
-        state["epoch"] += 1
-        state["curve"].append(
-            {
-                "epoch": state["epoch"],
-                "step": state["step"],
-                "loss": sum(losses) / max(1, len(losses)),
-            }
-        )
-        last = state["epoch"] == config["epochs"]
-        if state["epoch"] % config["checkpoint_every"] and not last:
-            continue
-        progress = {"epoch": state["epoch"], "loss": state["curve"][-1]["loss"]}
-        report_with_checkpoint(progress, state, lambda f: save(tower, f), optimizer)
+        return (order[start : start + batch] for start in range(0, per_worker - batch + 1, batch))
+
+    def loss_of(rows: Any) -> Any:
+        logits = model(images[rows].to(device)) @ captions[rows].to(device).T
+        return symmetric_info_nce(logits / config["temperature"])
+
+    def point(state: dict[str, Any], window: Window) -> dict[str, Any]:
+        return {"epoch": state["epoch"], "step": state["step"], "loss": window.loss}
+
+    plan = LoopPlan(epochs=config["epochs"], checkpoint_every=config["checkpoint_every"])
+    reporter = RayReporter(config, point, lambda f: save(tower, f), optimizer)
+    run_loop(
+        model,
+        optimizer,
+        loss_of,
+        plan,
+        restored or fresh_state(),
+        reporter,
+        epoch_batches=epoch_batches,
+    )

@@ -11,19 +11,13 @@ their mean. Phase 1 (`pretrain_steps`) reads the pseudo-labelled pairs, phase 2
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from tasks.core.loop import LoopPlan, Window, fresh_state, run_loop
 from tasks.core.ray_train import start_worker
-from tasks.core.train_loop import (
-    MetricsLog,
-    report_with_checkpoint,
-    resume_state,
-    unwrapped,
-)
+from tasks.core.train_loop import RayReporter, resume_state, unwrapped
 
 
 class Tensors:
@@ -81,58 +75,6 @@ def preference_accuracy(model: Any, tensors: Tensors, split: dict[str, Any]) -> 
     return result
 
 
-def run_steps(
-    model: Any,
-    optimizer: Any,
-    config: dict[str, Any],
-    state: dict[str, Any],
-    tensors: Tensors,
-    report: Callable[[dict[str, float]], None],
-    rank: int = 0,
-) -> None:
-    import torch
-
-    from tasks.cmipref.reward_model import bradley_terry_loss
-
-    pretrain, total = config["pretrain_steps"], config["pretrain_steps"] + config["finetune_steps"]
-    window, started = [], time.perf_counter()
-    while state["step"] < total:
-        phase = "pretrain" if state["step"] < pretrain else "finetune"
-        split = config[phase]
-        rate = config["learning_rate"] if phase == "pretrain" else config["finetune_learning_rate"]
-        for group in optimizer.param_groups:
-            group["lr"] = rate
-        rng = np.random.default_rng([config["seed"], state["step"], rank])
-        rows = rng.choice(
-            len(split["a"]), size=min(config["batch_size"], len(split["a"])), replace=False
-        )
-        present = np.asarray(split["present"])[rows].copy()
-        keep = rng.random(present.shape) >= config["modality_dropout"]
-        present = torch.as_tensor(present * keep, dtype=torch.float32)
-        reward_a, reward_b = pair_rewards(model, tensors, split, rows, present)
-        targets = torch.as_tensor(np.asarray(split["targets"])[rows], dtype=torch.float32)
-        loss = bradley_terry_loss(reward_a, reward_b, targets.to(reward_a.device))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        state["step"] += 1
-        window.append(loss.item())
-        step = state["step"]
-        if step % config["checkpoint_every"] and step not in (pretrain, total):
-            continue
-        dev = preference_accuracy(getattr(model, "module", model), tensors, config["dev"])
-        values = {
-            "loss": float(np.mean(window)),
-            "phase": 0.0 if phase == "pretrain" else 1.0,
-            "pairs_per_second": len(window) * len(rows) / (time.perf_counter() - started),
-            **{f"dev_{k}": v for k, v in dev.items()},
-        }
-        state["curve"].append({"step": step, **values})
-        report(values)
-        window, started = [], time.perf_counter()
-
-
 def new_model(config: dict[str, Any]) -> tuple[Any, Any]:
     import torch
 
@@ -146,26 +88,63 @@ def new_model(config: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def train_loop(config: dict[str, Any]) -> None:
-    import ray.train
     import ray.train.torch
+    import torch
 
-    from tasks.cmipref.reward_model import load, save
+    from tasks.cmipref.reward_model import bradley_terry_loss, load, save
 
     rank, _ = start_worker(config)
     model, optimizer = new_model(config)
-    fresh: dict[str, Any] = {"step": 0, "curve": [], "resumed_from": []}
     restored = resume_state(lambda f: model.load_state_dict(load(f).state_dict()), optimizer)
-    state = restored or fresh
+    state = restored or fresh_state()
     model = ray.train.torch.prepare_model(model)
-    metrics_log = MetricsLog(config) if rank == 0 and config.get("run_id") else None
-
-    def report(values: dict[str, float]) -> None:
-        if metrics_log:
-            metrics_log.add(state["step"], values)
-            metrics_log.flush()
-        progress = {"step": state["step"], **values}
-        report_with_checkpoint(progress, state, lambda f: save(unwrapped(model), f), optimizer)
-
-    model.train()
     tensors = Tensors(config, ray.train.torch.get_device())
-    run_steps(model, optimizer, config, state, tensors, report, rank)
+    pretrain = config["pretrain_steps"]
+
+    def phase(step: int) -> str:
+        return "pretrain" if step < pretrain else "finetune"
+
+    def next_batch(state: dict[str, Any]) -> tuple[dict[str, Any], Any, Any]:
+        """This step's pairs of its phase, at the phase's learning rate, with modalities
+        dropped (seeded by seed, step and rank, so a resumed run draws the same)."""
+        name = phase(state["step"])
+        split = config[name]
+        rate = config["learning_rate"] if name == "pretrain" else config["finetune_learning_rate"]
+        for group in optimizer.param_groups:
+            group["lr"] = rate
+        rng = np.random.default_rng([config["seed"], state["step"], rank])
+        rows = rng.choice(
+            len(split["a"]), size=min(config["batch_size"], len(split["a"])), replace=False
+        )
+        present = np.asarray(split["present"])[rows].copy()
+        keep = rng.random(present.shape) >= config["modality_dropout"]
+        return split, rows, torch.as_tensor(present * keep, dtype=torch.float32)
+
+    def loss_of(batch: tuple[dict[str, Any], Any, Any]) -> tuple[Any, dict[str, int]]:
+        split, rows, present = batch
+        reward_a, reward_b = pair_rewards(model, tensors, split, rows, present)
+        targets = torch.as_tensor(np.asarray(split["targets"])[rows], dtype=torch.float32)
+        return bradley_terry_loss(reward_a, reward_b, targets.to(reward_a.device)), {
+            "pairs": len(rows)
+        }
+
+    def point(state: dict[str, Any], window: Window) -> dict[str, Any]:
+        dev = preference_accuracy(unwrapped(model), tensors, config["dev"])
+        return {
+            "step": state["step"],
+            "loss": window.loss,
+            "phase": 0.0 if phase(state["step"] - 1) == "pretrain" else 1.0,
+            "pairs_per_second": window.sums["pairs"] / window.seconds,
+            **{f"dev_{k}": v for k, v in dev.items()},
+        }
+
+    every = config["checkpoint_every"]
+    plan = LoopPlan(
+        steps=pretrain + config["finetune_steps"],
+        log_every=every,
+        checkpoint_every=every,
+        checkpoint_at=frozenset({pretrain}),
+        grad_clip=1.0,
+    )
+    reporter = RayReporter(config, point, lambda f: save(unwrapped(model), f), optimizer)
+    run_loop(model, optimizer, loss_of, plan, state, reporter, next_batch=next_batch)

@@ -224,13 +224,11 @@ def run(params: CmiprefParams, inputs: Mapping[str, Path], ctx: StageContext) ->
             train_loop=rm_train.train_loop,
             config={k: v for k, v in config.items() if k not in ARRAYS},
             data={k: config[k] for k in ARRAYS},
-            sources=[inputs["labels"], inputs["pairs"], inputs["truth"]],
             scaling=settings.scaling,
             max_failures=settings.max_failures,
             experiment=settings.experiment,
             run_name="cmi-rm-train",
             params={f"model.{k}": v for k, v in config["model"].items()},
-            lineage=[LABELS, PAIRS, TRUTH],
         ),
         ctx,
     )

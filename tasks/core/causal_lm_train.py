@@ -13,7 +13,6 @@ batches its epoch had trained on.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from tasks.core.ray_train import start_worker
@@ -44,55 +43,48 @@ def train_loop(config: dict[str, Any]) -> None:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from tasks.core.train_loop import MetricsLog, linear_warmup_training, report_checkpoint
+    from tasks.core.loop import LoopPlan, Window, run_loop
+    from tasks.core.train_loop import RayReporter, linear_warmup_training, save_pretrained
 
     rank, world = start_worker(config)
     model = ray.train.torch.prepare_model(GPT2LMHeadModel(GPT2Config(**config["gpt2"])))
     optimizer, scheduler, state = linear_warmup_training(model, config)
-    total = config["steps"]
-    metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
     pad = config["gpt2"]["pad_token_id"]
     rows = np.asarray(config["rows"])[rank::world]
     per_worker = max(1, config["batch_size"] // world)
     if len(rows) < per_worker:
         raise ValueError(f"{len(rows)} training rows per worker, fewer than a batch")
-    window, started = [], time.perf_counter()
-    model.train()
-    while state["step"] < total:
-        order = np.random.default_rng(config["seed"] + state["epoch"]).permutation(len(rows))
+
+    def epoch_batches(epoch: int) -> Any:
+        order = np.random.default_rng(config["seed"] + epoch).permutation(len(rows))
         starts = range(0, len(order) - per_worker + 1, per_worker)
-        for position, start in enumerate(starts):
-            if state["step"] >= total:
-                break
-            if position < state.get("epoch_batches", 0):  # trained on before a restart
-                continue
-            batch = rows[order[start : start + per_worker]]
-            width = int((batch != pad).sum(axis=1).max())  # rows are padded on the right
-            ids = torch.tensor(batch[:, :width], dtype=torch.long, device=device)
-            labels = ids.masked_fill(ids == pad, -100)
-            loss = model(input_ids=ids, attention_mask=(ids != pad).long(), labels=labels).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            state["step"] += 1
-            state["epoch_batches"] = position + 1
-            window.append(loss.item())
-            step = state["step"]
-            if step % config["log_every"] and step != total:
-                continue
-            seconds = time.perf_counter() - started
-            values = {
-                "loss": sum(window) / len(window),
-                "sequences_per_second": len(window) * per_worker * world / seconds,
-            }
-            state["curve"].append({"step": step, **values})
-            if metrics_log:
-                metrics_log.add(step, values)
-                metrics_log.flush()
-            report_checkpoint({"step": step, **values}, model, optimizer, scheduler, state)
-            window, started = [], time.perf_counter()
-        state["epoch"] += 1
-        state["epoch_batches"] = 0
+        return (rows[order[start : start + per_worker]] for start in starts)
+
+    def loss_of(batch: Any) -> Any:
+        width = int((batch != pad).sum(axis=1).max())  # rows are padded on the right
+        ids = torch.tensor(batch[:, :width], dtype=torch.long, device=device)
+        labels = ids.masked_fill(ids == pad, -100)
+        return model(input_ids=ids, attention_mask=(ids != pad).long(), labels=labels).loss
+
+    def point(state: dict[str, Any], window: Window) -> dict[str, Any]:
+        sequences = len(window.losses) * per_worker * world
+        return {
+            "step": state["step"],
+            "loss": window.loss,
+            "sequences_per_second": sequences / window.seconds,
+        }
+
+    every = config["log_every"]
+    plan = LoopPlan(steps=config["steps"], log_every=every, checkpoint_every=every, grad_clip=1.0)
+    reporter = RayReporter(config, point, save_pretrained(model), optimizer, scheduler)
+    run_loop(
+        model,
+        optimizer,
+        loss_of,
+        plan,
+        state,
+        reporter,
+        epoch_batches=epoch_batches,
+        scheduler=scheduler,
+    )

@@ -39,11 +39,20 @@ class StageContext:
     runtime: RuntimeParams
     # the core LLM service's settings (`llm`) as the stage declared them; None: not declared
     llm: Any = None
+    # the stage's declared inputs, role → repo-relative path: a training job's default
+    # sources and lineage (tasks/core/training.py)
+    inputs: Mapping[str, str] = field(default_factory=dict)
     pending: list[Callable[[], None]] = field(default_factory=list, repr=False, compare=False)
 
     @classmethod
-    def at(cls, root: Path, runtime: RuntimeParams | None = None, llm: Any = None) -> StageContext:
-        return cls(Path(root).resolve(), runtime or RuntimeParams(), llm)
+    def at(
+        cls,
+        root: Path,
+        runtime: RuntimeParams | None = None,
+        llm: Any = None,
+        inputs: Mapping[str, str] | None = None,
+    ) -> StageContext:
+        return cls(Path(root).resolve(), runtime or RuntimeParams(), llm, dict(inputs or {}))
 
     def scratch(self, *parts: str) -> Path:
         """`.paperline/<parts…>` under the root (created): checkpoints, caches, resumable work."""

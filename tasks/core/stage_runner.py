@@ -45,7 +45,7 @@ def run_stage(name: str, root: Path | None = None) -> dict[str, Path]:
     llm = None
     if any(covers("llm", key) for key in stage.declared_params):
         llm = declared_view(all_params.llm, "llm", stage.declared_params, stage.name)
-    ctx = StageContext.at(root, all_params.runtime, llm)
+    ctx = StageContext.at(root, all_params.runtime, llm, stage.inputs)
     try:
         produced = stage.run(params, inputs, ctx)
     except WorkerFailure as failure:

@@ -154,6 +154,40 @@ def lineage_tags(inputs: Iterable[str], root: Path | None = None) -> dict[str, s
     return tags
 
 
+def create_run(
+    experiment: str,
+    params: MlflowParams,
+    *,
+    run_name: str,
+    tags: Mapping[str, str] | None = None,
+    parent: str | None = None,
+    logged: Mapping[str, Any] | None = None,
+    root: Path | None = None,
+) -> str:
+    """A new MLflow run in `experiment` (created if new), the one way paperline opens a run:
+    its tags (lineage among them), a parent run's id, and its params; the run's id. The
+    caller ends it (`end_run`), or `start_run` does."""
+    import mlflow
+
+    experiment_id = ensure_experiment(experiment, params, root)
+    all_tags = {**(tags or {}), **({"mlflow.parentRunId": parent} if parent else {})}
+    client = mlflow.MlflowClient()
+    run_id = client.create_run(experiment_id, run_name=run_name, tags=all_tags).info.run_id
+    if logged:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)) for k, v in logged.items()]
+        for start in range(0, len(items), 100):  # MLflow takes 100 params per batch
+            client.log_batch(run_id, params=items[start : start + 100])
+    return run_id
+
+
+def end_run(run_id: str, failed: bool = False) -> None:
+    import mlflow
+
+    mlflow.MlflowClient().set_terminated(run_id, "FAILED" if failed else "FINISHED")
+
+
 @contextlib.contextmanager
 def start_run(
     experiment: str,
@@ -162,14 +196,18 @@ def start_run(
     run_name: str | None = None,
     inputs: Iterable[str] = (),
     tags: Mapping[str, str] | None = None,
+    parent: str | None = None,
     root: Path | None = None,
 ) -> Iterator[Any]:
-    """An MLflow run tagged with the git commit and the dvc.lock hashes of its inputs."""
+    """A stage's active MLflow run (`create_run`), tagged with the git commit and the
+    dvc.lock hashes of its inputs; a child of `parent` when given."""
     import mlflow
 
-    experiment_id = ensure_experiment(experiment, params, root)
     all_tags = {**lineage_tags(list(inputs), root), **(tags or {})}
-    with mlflow.start_run(experiment_id=experiment_id, run_name=run_name, tags=all_tags) as run:
+    run_id = create_run(
+        experiment, params, run_name=run_name or experiment, tags=all_tags, parent=parent, root=root
+    )
+    with mlflow.start_run(run_id=run_id, nested=mlflow.active_run() is not None) as run:
         yield run
 
 

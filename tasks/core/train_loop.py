@@ -4,7 +4,8 @@ AdamW with warmup, and rank 0's metrics sent to the run's MLflow run.
 A checkpoint folder holds the model (however the stage saves it: `save_pretrained`, a
 module folder, safetensors), `optimizer.pt` (and `scheduler.pt`) and `state.json` (step,
 epoch, loss curve, the steps it resumed from). `report_with_checkpoint` writes one from
-rank 0 and reports it; `resume_state` loads it back in a resumed worker.
+rank 0 and reports it; `resume_state` loads it back in a resumed worker. `RayReporter` is
+the core loop's (tasks/core/loop.py) reporter inside a worker.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tasks.core.loop import Window, fresh_state
 
 STATE_FILE = "state.json"  # progress: step, tokens, loss curve, resumes
 OPTIMIZER_FILE, SCHEDULER_FILE = "optimizer.pt", "scheduler.pt"
@@ -90,8 +93,7 @@ def load_pretrained_weights(model: Any) -> Callable[[Path], None]:
 
 def linear_warmup_training(model: Any, config: dict[str, Any]) -> tuple[Any, Any, dict]:
     """AdamW with linear warmup then decay over `config["steps"]`, and the progress state;
-    both restored from Ray's checkpoint when the run resumes (for fine-tunes that report
-    with `report_checkpoint`)."""
+    both restored from Ray's checkpoint when the run resumes."""
     import torch
     from transformers.optimization import get_linear_schedule_with_warmup
 
@@ -99,8 +101,7 @@ def linear_warmup_training(model: Any, config: dict[str, Any]) -> tuple[Any, Any
         model.parameters(), lr=config["learning_rate"], weight_decay=config["weight_decay"]
     )
     scheduler = get_linear_schedule_with_warmup(optimizer, config["warmup_steps"], config["steps"])
-    fresh: dict[str, Any] = {"step": 0, "epoch": 0, "curve": [], "resumed_from": []}
-    state = resume_state(load_pretrained_weights(model), optimizer, scheduler) or fresh
+    state = resume_state(load_pretrained_weights(model), optimizer, scheduler) or fresh_state()
     return optimizer, scheduler, state
 
 
@@ -126,15 +127,58 @@ class MetricsLog:
         self.pending = []
 
 
-def report_checkpoint(
-    metrics: dict, model: Any, optimizer: Any, scheduler: Any, state: dict
-) -> None:
-    """Report with a checkpoint of a transformers model, its folder named by the step."""
-    report_with_checkpoint(
-        metrics,
-        state,
-        lambda folder: unwrapped(model).save_pretrained(folder),
-        optimizer,
-        scheduler,
-        name=f"step-{metrics['step']:07d}",
-    )
+def save_pretrained(model: Any) -> Callable[[Path], None]:
+    """`RayReporter`'s saver for a transformers model."""
+    return lambda folder: unwrapped(model).save_pretrained(folder)
+
+
+class RayReporter:
+    """The loop's reporter inside a Ray Train worker. `point(state, window)` makes the
+    stage's curve point; rank 0 sends its numbers to the run's MLflow run (before Ray sees
+    the report: Tune may stop the trial there), and every rank reports the point to Ray
+    Train, with a checkpoint named by the step (the model by `save_model`, the optimizer,
+    scheduler and state) when the loop asks for one. `before_checkpoint(state)` runs on
+    rank 0 first (a dev evaluation) and returns more numbers to log."""
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        point: Callable[[dict[str, Any], Window], dict[str, Any]],
+        save_model: Callable[[Path], None],
+        optimizer: Any,
+        scheduler: Any = None,
+        before_checkpoint: Callable[[dict[str, Any]], dict[str, float]] | None = None,
+    ) -> None:
+        import ray.train
+
+        self.rank = ray.train.get_context().get_world_rank()
+        self.metrics_log = MetricsLog(config) if self.rank == 0 and config.get("run_id") else None
+        self.make_point, self.save_model = point, save_model
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.before_checkpoint = before_checkpoint
+
+    def point(self, state: dict[str, Any], window: Window) -> dict[str, Any]:
+        return self.make_point(state, window)
+
+    def report(self, state: dict[str, Any], point: dict[str, Any], checkpoint: bool) -> bool:
+        import ray.train
+
+        extra = {}
+        if checkpoint and self.before_checkpoint and self.rank == 0:
+            extra = self.before_checkpoint(state)
+        if self.metrics_log:
+            numbers = {k: v for k, v in {**point, **extra}.items() if _is_number(v)}
+            self.metrics_log.add(point["step"], {k: v for k, v in numbers.items() if k != "step"})
+            self.metrics_log.flush()
+        if checkpoint:
+            name = f"step-{state['step']:07d}"
+            report_with_checkpoint(
+                point, state, self.save_model, self.optimizer, self.scheduler, name=name
+            )
+        else:
+            ray.train.report(point)
+        return False
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -38,12 +38,15 @@ class TrainingJob:
     name: str  # "kg.detector": names failures and the scratch folder (.paperline/ray/kg/detector)
     train_loop: Callable[[dict[str, Any]], None]  # per worker: model, data, loss, schedule
     config: Mapping[str, Any]  # hyperparameters every worker gets; fingerprinted and logged
-    sources: Sequence[Path]  # inputs whose bytes decide whether a killed run may resume
     scaling: Any  # ScalingParams, or params with num_workers, cpus_per_worker, use_gpu
     max_failures: int
-    experiment: str | None = None  # None: no MLflow run (a part of a stage's model)
+    # inputs whose bytes decide whether a killed run may resume; None: the stage's inputs
+    sources: Sequence[Path] | None = None
+    experiment: str | None = None  # None: no MLflow run of its own (a part of a stage's model)
+    run_id: str | None = None  # log to this run instead (a sweep trial's, tasks/core/sweep.py)
     run_name: str = ""
-    lineage: Sequence[str] = ()  # repo-relative inputs whose dvc.lock hashes tag the run
+    # repo-relative inputs whose dvc.lock hashes tag the run; None: the stage's inputs
+    lineage: Sequence[str] | None = None
     tags: Mapping[str, str] = field(default_factory=dict)  # more run tags (mlflow.* included)
     parent_run: Callable[[], str] | None = None  # a new run's parent run id, asked when needed
     params: Mapping[str, Any] = field(default_factory=dict)  # run params beyond the config
@@ -102,19 +105,18 @@ def open_run(
 ) -> str:
     """The job's MLflow run: the one its unfinished work logged to, else a new run with the
     lineage and `job.tags` (a parent from `job.parent_run()` if given) and its params."""
-    import mlflow
-
     runs_file = storage / RUN_FILE
     if resuming and runs_file.exists():
         return read_json(runs_file)["run_id"]
-    experiment = tracking.ensure_experiment(job.experiment, ctx.runtime.mlflow, ctx.root)
-    tags = {**lineage, **job.tags}
-    if job.parent_run is not None:
-        tags["mlflow.parentRunId"] = job.parent_run()
-    client = mlflow.MlflowClient()
-    run_id = client.create_run(experiment, run_name=job.run_name or job.name, tags=tags).info.run_id
-    for key, value in {**params, **job.params}.items():
-        client.log_param(run_id, key, value)
+    run_id = tracking.create_run(
+        job.experiment,
+        ctx.runtime.mlflow,
+        run_name=job.run_name or job.name,
+        tags={**lineage, **job.tags},
+        parent=job.parent_run() if job.parent_run is not None else None,
+        logged={**params, **job.params},
+        root=ctx.root,
+    )
     write_file(runs_file, {"run_id": run_id})
     return run_id
 
@@ -123,13 +125,19 @@ def train(job: TrainingJob, ctx: Any) -> TrainedModel:
     """Fit `job` (resuming an unfinished run of the same work); its last checkpoint."""
     storage = job.storage or ctx.scratch("ray", *job.name.split("."))
     config = {"torch_threads": torch_threads(job.scaling), **job.config}
-    resuming = prepare_scratch(storage, fingerprint(config, list(job.sources)))
+    declared = list(ctx.inputs.values())
+    sources = job.sources if job.sources is not None else [ctx.root / p for p in declared]
+    resuming = prepare_scratch(storage, fingerprint(config, list(sources)))
     lineage, run_id = {}, None
     if job.experiment:
         own_tags = {k: v for k, v in job.tags.items() if not k.startswith("mlflow.")}
-        lineage = {**tracking.lineage_tags(job.lineage, ctx.root), **own_tags}
+        paths = job.lineage if job.lineage is not None else declared
+        lineage = {**tracking.lineage_tags(paths, ctx.root), **own_tags}
         config["tracking_uri"] = tracking.configure(ctx.runtime.mlflow, ctx.root)
         run_id = open_run(job, ctx, storage, resuming, lineage, logged_params(config))
+    elif job.run_id:
+        config["tracking_uri"] = tracking.configure(ctx.runtime.mlflow, ctx.root)
+        run_id = job.run_id
     config["run_id"] = run_id
     done = storage / TRAINED_FILE
     if resuming and done.exists():  # trained, but the stage stopped before its commit
@@ -152,9 +160,7 @@ def train(job: TrainingJob, ctx: Any) -> TrainedModel:
             )
         except Exception:
             if run_id:  # a re-run resumes it (and marks it running again)
-                import mlflow
-
-                mlflow.MlflowClient().set_terminated(run_id, "FAILED")
+                tracking.end_run(run_id, failed=True)
             raise
         write_file(done, {"checkpoint": str(checkpoint)})
     return TrainedModel(

@@ -13,18 +13,17 @@ per-sequence comparisons, tasks/deltastack/claims.py).
 
 from __future__ import annotations
 
-import tempfile
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tasks.core import evidence, ray_runtime, tracking
+from tasks.core import evidence, sweep, tracking
 from tasks.core.evidence import Estimate, claims_value
-from tasks.core.io import Folder
+from tasks.core.io import Folder, atomic_path
 from tasks.core.progress import get_logger
-from tasks.core.scratch import FINISHED_FILE, fingerprint, prepare_scratch
 from tasks.core.stage import Output, Stage, StageContext
 from tasks.deltastack.baseline import baseline_sequences
 from tasks.deltastack.claims import (
@@ -43,75 +42,62 @@ log = get_logger("paperline.deltastack.study")
 STATE_FILE = "state.pt"
 
 
-def trainable(config: dict[str, Any], params: dict[str, Any]) -> None:
-    """One trial: config holds the grid point (task, model, seed); params the section."""
+def fit_trial(trial: dict[str, Any], folder: Path, log: Any, *, params: dict[str, Any]) -> dict:
+    """One trial of the core sweep (task, model, seed; `params` the section): trains,
+    logging every `eval_every` steps and saving a resumable state in `folder`, so a trial
+    of a killed study continues from its last evaluation; its last metrics as the state."""
     import torch
-    from ray import tune
 
     settings = DeltaStackParams.model_validate(params)
     torch.set_num_threads(settings.training.torch_threads)
-    checkpoint = tune.get_checkpoint()
-    resume = None
-    if checkpoint:
-        with checkpoint.as_directory() as folder:
-            resume = torch.load(Path(folder) / STATE_FILE, weights_only=False)
+    progress = folder / STATE_FILE
+    resume = torch.load(progress, weights_only=False) if progress.exists() else None
+    last: dict[str, Any] = {}
 
     def report(metrics: dict[str, Any], state: dict[str, Any] | None) -> None:
-        with tempfile.TemporaryDirectory() as folder:
-            torch.save(state, Path(folder) / STATE_FILE)
-            tune.report(
-                {**metrics, "timesteps_total": metrics["step"]},
-                checkpoint=tune.Checkpoint.from_directory(folder),
-            )
+        numbers = {k: v for k, v in metrics.items() if isinstance(v, int | float) and k != "step"}
+        log.add(metrics["step"], numbers)
+        log.flush()
+        with atomic_path(progress) as temp:
+            torch.save(state, temp)
+        last.clear()
+        last.update(metrics)
 
-    train_trial(config["task"], config["model"], config["seed"], settings, report, resume)
+    train_trial(trial["task"], trial["model"], trial["seed"], settings, report, resume)
+    numbers = {k: v for k, v in last.items() if isinstance(v, int | float)}
+    return {"step": last["step"], "curve": [numbers], "resumed_from": [], "metrics": last}
 
 
 def run_grid(params: DeltaStackParams, ctx: StageContext, parent_run: str) -> list[dict]:
     """Fit (or resume) the grid; one row per trial with its final metrics."""
     import ray
-    from ray import tune
-    from ray.air.integrations.mlflow import MLflowLoggerCallback
 
-    section = params.model_dump(mode="json")
-    folder = ctx.scratch("ray", "tune", "deltastack")
-    code = sorted(Path(__file__).parent.glob("*.py"))  # a code change starts the grid afresh
-    resuming = prepare_scratch(folder, fingerprint(section, code))
     gpus = params.study.gpus_per_trial if ray.cluster_resources().get("GPU", 0) else 0
-    resources = {"cpu": params.study.cpus_per_trial, "gpu": gpus}
-    function = tune.with_resources(tune.with_parameters(trainable, params=section), resources)
-    restore = resuming and tune.Tuner.can_restore(str(folder / "study"))
-    if restore:
-        log.info("deltastack.study: resuming the grid from %s", folder / "study")
-    tuner = ray_runtime.tuner(
-        function,
-        name="study",
-        storage=folder,
-        restore=restore,
-        param_space={
-            "task": tune.grid_search(params.tasks),
-            "model": tune.grid_search(params.models),
-            "seed": tune.grid_search(params.budget.seeds),
-        },
-        tune_config=tune.TuneConfig(max_concurrent_trials=params.study.max_concurrent_trials),
-        checkpoint_config=tune.CheckpointConfig(num_to_keep=1),
-        callbacks=[
-            MLflowLoggerCallback(
-                tracking_uri=tracking.tracking_uri(ctx.runtime.mlflow, ctx.root),
-                experiment_name=params.experiment,
-                tags={"mlflow.parentRunId": parent_run, "preset": params.preset},
-            )
-        ],
+    trials = [
+        {"task": task, "model": model, "seed": seed}
+        for task in params.tasks
+        for model in params.models
+        for seed in params.budget.seeds
+    ]
+    concurrent = params.study.max_concurrent_trials or max(
+        1, int(ray.cluster_resources().get("CPU", 1) // params.study.cpus_per_trial)
     )
-    grid = tuner.fit()
-    rows = []
-    for result in grid:
-        config = result.config
-        if result.error:
-            raise RuntimeError(f"deltastack trial {config} failed: {result.error}")
-        rows.append({**{k: config[k] for k in ("task", "model", "seed")}, **result.metrics})
-    (folder / FINISHED_FILE).write_text("done", encoding="utf-8")
-    return rows
+    results = sweep.run_trials(
+        functools.partial(fit_trial, params=params.model_dump(mode="json")),
+        trials,
+        ctx,
+        name="deltastack-study",
+        names=[f"{t['task']}-{t['model']}-seed{t['seed']}" for t in trials],
+        storage=ctx.scratch("ray", "tune", "deltastack"),
+        experiment=params.experiment,
+        parent_run=parent_run,
+        sources=sorted(Path(__file__).parent.glob("*.py")),  # a code change starts afresh
+        threads=params.training.torch_threads,
+        resources={"cpu": params.study.cpus_per_trial, "gpu": gpus},
+        max_concurrent=concurrent,
+    )
+    sweep.mark_finished(results)
+    return [{**result.trial, **result.trained.state["metrics"]} for result in results]
 
 
 def pooled_sequences(rows: list[dict], params: DeltaStackParams) -> dict[str, Sequences]:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from tasks.core.loop import LoopPlan, Window, fresh_state, run_loop
 from tasks.deltastack.languages import LANGUAGES, Example, Language, batch, collate, examples
 from tasks.deltastack.models import SequenceModel
 from tasks.deltastack.params import TASKS, DeltaStackParams
@@ -159,6 +160,52 @@ def build(task: str, kind: str, params: DeltaStackParams) -> tuple[SequenceModel
     return model, optimizer, scheduler
 
 
+class TrialReporter:
+    """The loop's reporter for one trial: at each log point the test buckets and the
+    in-distribution set are scored, and the metrics go to `report` with a resumable state
+    (weights, optimizer, schedule, the training stream's position)."""
+
+    def __init__(self, model, optimizer, scheduler, rng, sets, seen, params, report, device):
+        self.model, self.optimizer, self.scheduler, self.rng = model, optimizer, scheduler, rng
+        self.sets, self.seen, self.params, self.send, self.device = (
+            sets,
+            seen,
+            params,
+            report,
+            device,
+        )
+        self.accuracy: dict[str, float] = {}
+
+    def point(self, state: dict[str, Any], window: Window) -> dict[str, Any]:
+        stacks = self.params.budget.model
+        scores = evaluate(self.model, self.sets, stacks.eval_stack_size, self.device)
+        inside = evaluate(self.model, self.seen, stacks.stack_size, self.device)[IN_DISTRIBUTION]
+        self.accuracy = {name: score.accuracy for name, score in scores.items()}
+        return {
+            "step": state["step"],
+            "loss": window.loss,
+            "train_accuracy": window.sums["correct"] / max(1, window.sums["total"]),
+            "test_accuracy": float(np.nanmean(list(self.accuracy.values()))),
+            **{f"accuracy_{name}": value for name, value in self.accuracy.items()},
+            f"accuracy_{IN_DISTRIBUTION}": inside.accuracy,
+            # lists: Tune keeps them in the result, MLflow's callback skips non-numbers
+            f"sequences_{IN_DISTRIBUTION}": inside.per_sequence,
+            "sequences_longest": list(scores.values())[-1].per_sequence,
+        }
+
+    def report(self, state: dict[str, Any], point: dict[str, Any], checkpoint: bool) -> bool:
+        resumable = {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "rng": self.rng.bit_generator.state,
+            "step": state["step"],
+        }
+        self.send(point, resumable)
+        state["curve"].clear()  # Tune keeps the results; the state would only grow
+        return False
+
+
 def train_trial(
     task: str,
     kind: str,
@@ -177,52 +224,29 @@ def train_trial(
     model, optimizer, scheduler = build(task, kind, params)
     model.to(device)
     rng = stream(task, seed, TRAINING_STREAM)
-    start = 0
+    state = fresh_state()
     if resume:
         model.load_state_dict(resume["model"])
         optimizer.load_state_dict(resume["optimizer"])
         scheduler.load_state_dict(resume["scheduler"])
-        rng.bit_generator.state, start = resume["rng"], resume["step"]
+        rng.bit_generator.state, state["step"] = resume["rng"], resume["step"]
     sets = test_sets(language, seed, params)
     seen = {IN_DISTRIBUTION: in_distribution_set(language, seed, params)}
-    running_loss, running_correct, running_total = 0.0, 0, 0
-    accuracy: dict[str, float] = {}
-    for step in range(start + 1, budget.steps + 1):
-        inputs, targets, mask = (t.to(device) for t in training_batch(language, rng, params))
+
+    def next_batch(state: dict[str, Any]) -> Any:
+        return [t.to(device) for t in training_batch(language, rng, params)]
+
+    def loss_of(batch: Any) -> tuple[torch.Tensor, dict[str, int]]:
+        inputs, targets, mask = batch
         logits = model(inputs)
-        loss = masked_loss(logits, targets, mask)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), params.training.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        running_loss += loss.item()
-        running_correct += int((logits.argmax(-1)[mask] == targets[mask]).sum())
-        running_total += int(mask.sum())
-        if step % budget.eval_every and step != budget.steps:
-            continue
-        scores = evaluate(model, sets, budget.model.eval_stack_size, device)
-        inside = evaluate(model, seen, budget.model.stack_size, device)[IN_DISTRIBUTION]
-        accuracy = {name: score.accuracy for name, score in scores.items()}
-        window = budget.eval_every if step % budget.eval_every == 0 else step % budget.eval_every
-        metrics = {
-            "step": step,
-            "loss": running_loss / window,
-            "train_accuracy": running_correct / max(1, running_total),
-            "test_accuracy": float(np.nanmean(list(accuracy.values()))),
-            **{f"accuracy_{name}": value for name, value in accuracy.items()},
-            f"accuracy_{IN_DISTRIBUTION}": inside.accuracy,
-            # lists: Tune keeps them in the result, MLflow's callback skips non-numbers
-            f"sequences_{IN_DISTRIBUTION}": inside.per_sequence,
-            "sequences_longest": list(scores.values())[-1].per_sequence,
-        }
-        state = {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": rng.bit_generator.state,
-            "step": step,
-        }
-        report(metrics, state)
-        running_loss, running_correct, running_total = 0.0, 0, 0
-    return accuracy
+        right = int((logits.argmax(-1)[mask] == targets[mask]).sum())
+        return masked_loss(logits, targets, mask), {"correct": right, "total": int(mask.sum())}
+
+    reporter = TrialReporter(model, optimizer, scheduler, rng, sets, seen, params, report, device)
+    plan = LoopPlan(
+        steps=budget.steps, log_every=budget.eval_every, grad_clip=params.training.grad_clip
+    )
+    run_loop(
+        model, optimizer, loss_of, plan, state, reporter, next_batch=next_batch, scheduler=scheduler
+    )
+    return reporter.accuracy

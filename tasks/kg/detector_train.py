@@ -12,17 +12,12 @@ checkpoint, skipping the batches its epoch had already trained on.
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import Any
 
+from tasks.core.loop import LoopPlan, Window, fresh_state, run_loop
 from tasks.core.ray_train import start_worker
-from tasks.core.train_loop import (
-    MetricsLog,
-    report_with_checkpoint,
-    resume_state,
-    unwrapped,
-)
+from tasks.core.train_loop import RayReporter, resume_state, unwrapped
 
 TEXT_COLUMNS = ("question", "path_text", "answer")
 
@@ -132,80 +127,56 @@ def train_loop(config: dict[str, Any]) -> None:
         unwrapped(model).save_pretrained(folder)
         tokenizer.save_pretrained(folder)
 
-    fresh: dict[str, Any] = {
-        "step": 0,
-        "epoch": 0,
-        "epoch_batches": 0,  # batches of the current epoch already trained on
-        "curve": [],
-        "dev": [],
-        "resumed_from": [],
-    }
-    state = resume_state(load, optimizer, scheduler) or fresh
-    metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
+    state = resume_state(load, optimizer, scheduler) or fresh_state(dev=[])
     device = ray.train.torch.get_device()
     shard = ray.train.get_dataset_shard("train")
     per_worker = config["batch_size"] // world
-    checkpoints = set(config["evaluation_steps"])
 
-    def evaluate_and_checkpoint() -> None:
-        """Rank 0 scores dev; every rank reports the checkpoint named by the step."""
-        step = state["step"]
-        if rank == 0:
-            evaluation = dev_evaluation(model, tokenizer, config, step)
-            state["dev"].append(evaluation)
-            if metrics_log:
-                metrics_log.add(step, {"dev_auroc": evaluation["auroc"]})
-                metrics_log.flush()
-        progress = {"step": step, "epoch": state["epoch"]}
-        report_with_checkpoint(
-            progress, state, save, optimizer, scheduler, name=checkpoint_name(step)
-        )
-
-    model.train()
-    window, started = [], time.perf_counter()
-    while state["step"] < total:
-        batches = shard.iter_batches(
+    def epoch_batches(epoch: int) -> Any:
+        return shard.iter_batches(
             batch_size=per_worker,
             batch_format="numpy",
             drop_last=True,
             local_shuffle_buffer_size=4 * per_worker,
-            local_shuffle_seed=config["seed"] + state["epoch"],
+            local_shuffle_seed=config["seed"] + epoch,
         )
-        for position, batch in enumerate(batches):
-            if state["step"] >= total:
-                break
-            if position < state["epoch_batches"]:  # trained on before a restart
-                continue
-            inputs = {
-                k: v.to(device) for k, v in encode(tokenizer, batch, config["max_length"]).items()
-            }
-            # a copy: Ray Data's numpy batches are read-only
-            labels = torch.tensor(batch["label"], dtype=torch.long, device=device)
-            loss = model(**inputs, labels=labels).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            state["step"] += 1
-            state["epoch_batches"] = position + 1
-            window.append(loss.item())
-            if state["step"] % config["log_every"] == 0 or state["step"] == total:
-                point = {
-                    "step": state["step"],
-                    "loss": sum(window) / len(window),
-                    "examples_per_second": len(window)
-                    * config["batch_size"]
-                    / (time.perf_counter() - started),
-                }
-                state["curve"].append(point)
-                if metrics_log:
-                    metrics_log.add(state["step"], {k: v for k, v in point.items() if k != "step"})
-                    metrics_log.flush()
-                window, started = [], time.perf_counter()
-                ray.train.report({"step": state["step"], "loss": point["loss"]})
-            if state["step"] in checkpoints:
-                evaluate_and_checkpoint()
-                started = time.perf_counter()
-        state["epoch"] += 1
-        state["epoch_batches"] = 0
+
+    def loss_of(batch: dict[str, Any]) -> Any:
+        inputs = {
+            k: v.to(device) for k, v in encode(tokenizer, batch, config["max_length"]).items()
+        }
+        # a copy: Ray Data's numpy batches are read-only
+        labels = torch.tensor(batch["label"], dtype=torch.long, device=device)
+        return model(**inputs, labels=labels).loss
+
+    def point(state: dict[str, Any], window: Window) -> dict[str, Any]:
+        examples = len(window.losses) * config["batch_size"]
+        return {
+            "step": state["step"],
+            "loss": window.loss,
+            "examples_per_second": examples / window.seconds,
+        }
+
+    def score_dev(state: dict[str, Any]) -> dict[str, float]:
+        """Rank 0 scores dev before the checkpoint; the stage keeps the best one."""
+        evaluation = dev_evaluation(model, tokenizer, config, state["step"])
+        state["dev"].append(evaluation)
+        return {"dev_auroc": evaluation["auroc"]}
+
+    plan = LoopPlan(
+        steps=total,
+        log_every=config["log_every"],
+        checkpoint_at=frozenset(config["evaluation_steps"]),
+        grad_clip=1.0,
+    )
+    reporter = RayReporter(config, point, save, optimizer, scheduler, before_checkpoint=score_dev)
+    run_loop(
+        model,
+        optimizer,
+        loss_of,
+        plan,
+        state,
+        reporter,
+        epoch_batches=epoch_batches,
+        scheduler=scheduler,
+    )

@@ -151,7 +151,7 @@ def log_runs(
         run_name="press-study",
         inputs=[f"{DATA}/test.parquet", LLM_FOLDER],
         root=ctx.root,
-    ):
+    ) as study_run:
         mlflow.log_params(
             {
                 "presses": ",".join(params.study.presses),
@@ -163,7 +163,13 @@ def log_runs(
         mlflow.log_dict(metrics, "results.json")
         mlflow.log_dict(claims, "claims.json")
         for press in [FULL, *params.study.presses]:
-            with mlflow.start_run(run_name=press, nested=True):
+            with tracking.start_run(
+                params.experiment,
+                ctx.runtime.mlflow,
+                run_name=press,
+                parent=study_run.info.run_id,
+                root=ctx.root,
+            ):
                 mlflow.log_metrics(
                     {
                         f"accuracy_{r['kind']}_{r['length']}_r{r['ratio']}": r["score_mean"]

@@ -69,20 +69,18 @@ def previous_phase(phase: str) -> str | None:
 
 def parent_run(params: MlmParams, ctx: StageContext, previous_dir: Path | None, tags: dict) -> str:
     """The pipeline's parent run: the previous phase's (found by its weights), else a new one."""
-    import mlflow
-
     experiment = tracking.ensure_experiment(params.experiment, ctx.runtime.mlflow, ctx.root)
     previous = find_phase_run(experiment, previous_dir) if previous_dir else None
     if previous is not None:
         return previous.data.tags["mlflow.parentRunId"]
     if previous_dir:
         log.warning("%s: no MLflow run wrote these weights; opening a new parent run", previous_dir)
-    return (
-        mlflow.MlflowClient()
-        .create_run(
-            experiment, run_name=f"mmbert-{params.preset}", tags={**tags, "pipeline": "mlm"}
-        )
-        .info.run_id
+    return tracking.create_run(
+        params.experiment,
+        ctx.runtime.mlflow,
+        run_name=f"mmbert-{params.preset}",
+        tags={**tags, "pipeline": "mlm"},
+        root=ctx.root,
     )
 
 

@@ -8,16 +8,17 @@ the epoch it had already seen, and masking them exactly as before (see `masking`
 
 from __future__ import annotations
 
+import itertools
 import os
-import time
 from pathlib import Path
 from typing import Any
 
+from tasks.core.loop import LoopPlan, Window, fresh_state, run_loop
 from tasks.core.train_loop import (
-    MetricsLog,
+    RayReporter,
     load_pretrained_weights,
-    report_checkpoint,
     resume_state,
+    save_pretrained,
 )
 
 
@@ -88,64 +89,54 @@ def train_loop(config: dict[str, Any]) -> None:
         betas=tuple(config["betas"]),
         weight_decay=config["weight_decay"],
     )
-    total, per_epoch = config["total_steps"], config["steps_per_epoch"]
+    total = config["total_steps"]
     scheduler = phase_schedule(optimizer, total, config)
-    fresh: dict[str, Any] = {"step": 0, "tokens": 0, "curve": [], "resumed_from": []}
-    state = resume_state(load_pretrained_weights(model), optimizer, scheduler) or fresh
+    state = resume_state(load_pretrained_weights(model), optimizer, scheduler)
+    state = state or fresh_state(tokens=0)
     masker = Masker(tokenizer, config["mask_ratio"], config["seed"])
-    metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
     device = ray.train.torch.get_device()
     autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
     shard = ray.train.get_dataset_shard("train")
     offset = config["step_offset"]  # steps of the phases before: the x axis of the curves
-    window: list[float] = []
-    window_tokens, window_start = 0, time.perf_counter()
-    model.train()
     collate = stack_ids()
-    while state["step"] < total:
-        skip = state["step"] % per_epoch
+
+    def epoch_batches(epoch: int) -> Any:
         batches = shard.iter_torch_batches(
             batch_size=config["batch_size"], drop_last=True, collate_fn=collate
         )
-        for index, ids in enumerate(batches):
-            if index < skip:
-                continue
-            if index >= per_epoch or state["step"] >= total:
-                break
-            batch = {k: v.to(device) for k, v in masker(ids, state["step"], rank).items()}
-            with autocast:
-                loss = model(**batch).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config["grad_clip"])
-            optimizer.step()
-            learning_rate = scheduler.get_last_lr()[0]  # the rate this step used
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            state["step"] += 1
-            tokens = int(batch["attention_mask"].sum()) * world
-            state["tokens"] += tokens
-            window.append(loss.item())
-            window_tokens += tokens
-            step = state["step"]
-            checkpoint_now = step % config["checkpoint_every"] == 0 or step == total
-            if step % config["log_every"] and not checkpoint_now:
-                continue
-            elapsed = time.perf_counter() - window_start
-            window_start = time.perf_counter()  # reporting below counts in the next window
-            values = {
-                "loss": sum(window) / len(window),
-                "learning_rate": learning_rate,
-                "tokens_per_second": window_tokens / max(elapsed, 1e-9),
-                "tokens_seen": state["tokens"],
-            }
-            state["curve"].append({"step": offset + step, "phase_step": step, **values})
-            window, window_tokens = [], 0
-            if metrics_log:  # before reporting: Tune may stop the trial at this report
-                metrics_log.add(offset + step, values)
-                metrics_log.flush()
-            if checkpoint_now:
-                report_checkpoint({"step": step, **values}, model, optimizer, scheduler, state)
-            else:
-                ray.train.report({"step": step, **values})
-    if metrics_log:
-        metrics_log.flush()
+        return itertools.islice(batches, config["steps_per_epoch"])
+
+    def loss_of(ids: Any) -> tuple[Any, dict[str, int]]:
+        batch = {k: v.to(device) for k, v in masker(ids, state["step"], rank).items()}
+        with autocast:
+            loss = model(**batch).loss
+        return loss, {"tokens": int(batch["attention_mask"].sum()) * world}
+
+    def point(state: dict[str, Any], window: Window) -> dict[str, Any]:
+        state["tokens"] += window.sums["tokens"]
+        return {
+            "step": offset + state["step"],
+            "phase_step": state["step"],
+            "loss": window.loss,
+            "learning_rate": window.learning_rate,
+            "tokens_per_second": window.sums["tokens"] / window.seconds,
+            "tokens_seen": state["tokens"],
+        }
+
+    plan = LoopPlan(
+        steps=total,
+        log_every=config["log_every"],
+        checkpoint_every=config["checkpoint_every"],
+        grad_clip=config["grad_clip"],
+    )
+    reporter = RayReporter(config, point, save_pretrained(model), optimizer, scheduler)
+    run_loop(
+        model,
+        optimizer,
+        loss_of,
+        plan,
+        state,
+        reporter,
+        epoch_batches=epoch_batches,
+        scheduler=scheduler,
+    )

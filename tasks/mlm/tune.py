@@ -1,8 +1,8 @@
 """`paperline tune mlm`: an ASHA sweep (learning rate × warmup) over the pretrain phase.
 
-Each Tune trial is a driver function that fits the same TorchTrainer the pipeline uses (Ray
-Train V2 inside Tune: `Tuner(driver)`, metrics forwarded by TuneReportCallback) and logs to
-its own MLflow run, a child of one sweep run in the `<experiment>-tune` experiment. ASHA
+Each trial of the core sweep (tasks/core/sweep.py) fits the same TorchTrainer the pipeline
+uses (Ray Train V2 inside Tune, metrics forwarded by TuneReportCallback) and logs to its own
+MLflow run, a child of one sweep run in the `<experiment>-tune` experiment. ASHA
 stops trials whose loss trails at each rung (`grace_period` · `reduction_factor`^k steps).
 """
 
@@ -11,13 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tasks.core import ray_runtime, tracking, training
+import numpy as np
+
+from tasks.core import tracking, training
 from tasks.core.errors import InputError
 from tasks.core.params import Params
 from tasks.core.paths import state_dir
 from tasks.core.progress import get_logger
 from tasks.core.ray_runtime import init_ray
 from tasks.core.stage import StageContext
+from tasks.core.sweep import log_summary, mark_finished, run_trials
 from tasks.mlm import trainer
 from tasks.mlm.params import MlmParams
 from tasks.mlm.train_loop import train_loop
@@ -41,8 +44,6 @@ def trial_params(params: MlmParams, learning_rate: float, warmup_steps: int) -> 
 
 def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
     """Run the sweep; returns one row per trial (best first) and logs the sweep to MLflow."""
-    import mlflow
-    from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
     from ray.tune.schedulers import ASHAScheduler
 
@@ -51,21 +52,23 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
     if not (shards / "manifest.json").exists() or not tokenizer.exists():
         raise InputError(f"{SHARDS}: missing; run `dvc repro corpus-pack` first")
     init_ray(params.runtime.ray)
-    tracking.configure(params.runtime.mlflow, root)
-    experiment = tracking.ensure_experiment(f"{mlm.experiment}-tune", params.runtime.mlflow, root)
-    client = mlflow.MlflowClient()
-    lineage = tracking.lineage_tags([SHARDS, TOKENIZER], root)
-    parent = client.create_run(experiment, run_name="pretrain-asha", tags=lineage).info.run_id
+    ctx = StageContext.at(root, params.runtime)
+    experiment, lineage = f"{mlm.experiment}-tune", [SHARDS, TOKENIZER]
+    parent = tracking.create_run(
+        experiment,
+        params.runtime.mlflow,
+        run_name="pretrain-asha",
+        tags=tracking.lineage_tags(lineage, root),
+        root=root,
+    )
     plan = trainer.plan_phase("pretrain", trial_params(mlm, 1.0, 0), shards)
     # one in-memory copy for every trial: no read tasks competing with the trials for CPUs
     dataset = trainer.read_shards(shards)
-    storage = state_dir(root) / "ray" / "tune" / "mlm"
 
-    ctx = StageContext.at(root, params.runtime)
-
-    def driver(trial: dict[str, Any]) -> None:
-        lr, warmup = trial["learning_rate"], trial["warmup_steps"]
-        chosen = trial_params(mlm, lr, warmup)
+    def fit(trial: dict[str, Any], folder: Path, log: Any) -> dict[str, Any]:
+        """One trial: the pipeline's TorchTrainer on the trial's settings, its workers
+        reporting to Tune (ASHA may stop it) and to the trial's run."""
+        chosen = trial_params(mlm, trial["learning_rate"], trial["warmup_steps"])
         config = trainer.loop_config(
             plan,
             chosen,
@@ -75,68 +78,56 @@ def sweep(params: Params, root: Path) -> list[dict[str, Any]]:
             tracking_uri=None,
             run_id=None,
         )
-        trained = training.train(
-            training.TrainingJob(
-                name="tune mlm",
-                train_loop=train_loop,
-                config=config,
-                sources=[],  # the sweep's shards are fixed for its whole run
-                scaling=mlm.training.scaling,
-                max_failures=0,
-                experiment=f"{mlm.experiment}-tune",
-                run_name=f"lr={lr:g} warmup={warmup}",
-                lineage=[SHARDS, TOKENIZER],
-                tags={"mlflow.parentRunId": parent},
-                datasets={"train": dataset},
-                storage=storage / f"lr{lr:g}-w{warmup}",
-                callbacks=[TuneReportCallback()],
-            ),
-            ctx,
+        job = training.TrainingJob(
+            name="tune mlm",
+            train_loop=train_loop,
+            config=config,
+            sources=[],  # the sweep's shards are fixed for its whole run
+            scaling=mlm.training.scaling,
+            max_failures=0,
+            run_id=trial["run_id"],
+            datasets={"train": dataset},
+            storage=folder / "train",
+            callbacks=[TuneReportCallback()],
         )
-        mlflow.MlflowClient().set_terminated(trained.run_id)
-        trained.finished_marker.touch()  # the next sweep trains afresh
+        return training.train(job, ctx).state
 
-    tuner = ray_runtime.tuner(
-        # A trial only drives its TorchTrainer, whose workers hold the CPUs; Tune refuses an
-        # empty request, so the driver asks for one byte of memory and no CPU.
-        tune.with_resources(driver, {"cpu": 0, "memory": 1}),
+    trials = [
+        {"learning_rate": lr, "warmup_steps": warmup}
+        for lr in space.learning_rates
+        for warmup in space.warmup_steps
+    ]
+    results = run_trials(
+        fit,
+        trials,
+        ctx,
         name="pretrain-asha",
-        storage=storage,
-        param_space={
-            "learning_rate": tune.grid_search(space.learning_rates),
-            "warmup_steps": tune.grid_search(space.warmup_steps),
-        },
-        tune_config=tune.TuneConfig(
-            metric="loss",
-            mode="min",
-            max_concurrent_trials=space.max_concurrent_trials,
-            scheduler=ASHAScheduler(
-                time_attr="step",
-                max_t=space.max_steps,
-                grace_period=space.grace_period,
-                reduction_factor=space.reduction_factor,
-            ),
+        names=[f"lr{t['learning_rate']:g}-warmup{t['warmup_steps']}" for t in trials],
+        storage=state_dir(root) / "ray" / "tune" / "mlm",
+        experiment=experiment,
+        parent_run=parent,
+        lineage=lineage,
+        resources={"cpu": 0},  # the trainer's workers hold the CPUs
+        max_concurrent=space.max_concurrent_trials,
+        metric="loss",
+        mode="min",
+        scheduler=ASHAScheduler(
+            time_attr="step",
+            max_t=space.max_steps,
+            grace_period=space.grace_period,
+            reduction_factor=space.reduction_factor,
         ),
     )
-    results = tuner.fit()
-    rows = []
-    for result in results:
-        history = result.metrics_dataframe
-        rows.append(
-            {
-                "learning_rate": result.config["learning_rate"],
-                "warmup_steps": result.config["warmup_steps"],
-                "steps": int(history["step"].max()) if history is not None else 0,
-                "loss": float(history["loss"].iloc[-1]) if history is not None else float("nan"),
-                "error": str(result.error) if result.error else "",
-            }
-        )
+    mark_finished(results)  # the next sweep trains afresh
+    rows = [
+        {
+            **result.trial,
+            "steps": int(np.nan_to_num(result.reported("step"))),
+            "loss": result.reported("loss"),
+            "stopped_early": result.trained is None,
+        }
+        for result in results
+    ]
     rows.sort(key=lambda row: row["loss"])
-    client = mlflow.MlflowClient()
-    best = rows[0]
-    client.log_param(parent, "best_learning_rate", best["learning_rate"])
-    client.log_param(parent, "best_warmup_steps", best["warmup_steps"])
-    client.log_metric(parent, "best_loss", best["loss"])
-    client.log_table(parent, {k: [r[k] for r in rows] for k in rows[0]}, "trials.json")
-    client.set_terminated(parent)
+    log_summary(parent, rows, ["learning_rate", "warmup_steps"], "loss")
     return rows

@@ -165,13 +165,11 @@ def run(params: ScamParams, inputs: Mapping[str, Path], ctx: StageContext) -> di
             name="scam.guard",
             train_loop=guard_train.train_loop,
             config=config,
-            sources=[inputs["blocklist"], inputs["benign"]],
             scaling=settings.scaling,
             max_failures=settings.max_failures,
             experiment=settings.experiment,
             run_name="url-guard",
             params={"model": config["model"], "train_hosts": len(train)},
-            lineage=[BLOCKLIST, BENIGN],
             data={
                 "ids": encode_hosts([e.host for e in train], settings.max_length),
                 "labels": np.array([e.label for e in train], dtype=np.float32),

@@ -8,17 +8,16 @@ after the last; after a failure Ray restarts the workers (`max_failures`) from t
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
+from tasks.core.loop import LoopPlan, Window, fresh_state, run_loop
 from tasks.core.module_folder import WEIGHTS_FILE, save_module
 from tasks.core.ray_train import start_worker
-from tasks.core.train_loop import MetricsLog, report_with_checkpoint, resume_state
+from tasks.core.train_loop import RayReporter, resume_state
 
 
 def train_loop(config: dict[str, Any]) -> None:
-    import ray.train
     import ray.train.torch
     import torch
     from safetensors.torch import load_file
@@ -34,8 +33,7 @@ def train_loop(config: dict[str, Any]) -> None:
     def load(folder: Path) -> None:
         network.load_state_dict(load_file(folder / WEIGHTS_FILE, device=str(device)))
 
-    fresh: dict[str, Any] = {"epoch": 0, "step": 0, "curve": [], "resumed_from": []}
-    state = resume_state(load, optimizer) or fresh
+    state = resume_state(load, optimizer) or fresh_state()
     ids = torch.tensor(config["ids"], dtype=torch.long)  # a copy: Ray's arrays are read-only
     labels = torch.tensor(config["labels"], dtype=torch.float32)
     per_worker = len(ids) // world  # equal shares: DDP workers must take the same steps
@@ -43,33 +41,23 @@ def train_loop(config: dict[str, Any]) -> None:
     loss_fn = torch.nn.BCEWithLogitsLoss(
         pos_weight=torch.tensor([config["pos_weight"]], device=device)
     )
-    metrics_log = MetricsLog(config) if rank == 0 and config["run_id"] else None
-    while state["epoch"] < config["epochs"]:
-        order = torch.randperm(
-            len(ids), generator=torch.Generator().manual_seed(config["seed"] + state["epoch"])
-        )[rank::world][:per_worker]
-        model.train()
-        losses, started = [], time.perf_counter()
-        for start in range(0, per_worker, batch):
-            rows = order[start : start + batch]
-            loss = loss_fn(model(ids[rows].to(device)), labels[rows].to(device))
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.item())
-            state["step"] += 1
-        state["epoch"] += 1
-        seconds = time.perf_counter() - started
-        point = {
+
+    def epoch_batches(epoch: int) -> Any:
+        generator = torch.Generator().manual_seed(config["seed"] + epoch)
+        order = torch.randperm(len(ids), generator=generator)[rank::world][:per_worker]
+        return (order[start : start + batch] for start in range(0, per_worker, batch))
+
+    def loss_of(rows: Any) -> Any:
+        return loss_fn(model(ids[rows].to(device)), labels[rows].to(device))
+
+    def point(state: dict[str, Any], window: Window) -> dict[str, Any]:
+        return {
             "epoch": state["epoch"],
             "step": state["step"],
-            "loss": sum(losses) / len(losses),
-            "hosts_per_second": per_worker * world / seconds,
+            "loss": window.loss,
+            "hosts_per_second": per_worker * world / window.seconds,
         }
-        state["curve"].append(point)
-        if metrics_log:
-            metrics_log.add(state["step"], {k: v for k, v in point.items() if k != "step"})
-            metrics_log.flush()
-        if state["epoch"] % config["checkpoint_every"] == 0 or state["epoch"] == config["epochs"]:
-            progress = {"epoch": state["epoch"], "loss": point["loss"]}
-            report_with_checkpoint(progress, state, lambda f: save_module(network, f), optimizer)
+
+    plan = LoopPlan(epochs=config["epochs"], checkpoint_every=config["checkpoint_every"])
+    reporter = RayReporter(config, point, lambda f: save_module(network, f), optimizer)
+    run_loop(model, optimizer, loss_of, plan, state, reporter, epoch_batches=epoch_batches)

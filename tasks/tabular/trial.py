@@ -18,6 +18,52 @@ from typing import Any
 
 import numpy as np
 
+from tasks.core.loop import LoopPlan, Window, fresh_state, run_loop
+
+
+class EarlyStopping:
+    """The loop's reporter for one fit: each epoch's dev MSE (logged to the trial's run),
+    the best-on-dev weights kept, and a stop after `patience` epochs without a better one."""
+
+    def __init__(
+        self, model: Any, arrays: dict[str, np.ndarray], patience: int, log: Any, key: str
+    ):
+        self.model, self.arrays, self.patience, self.log, self.key = (
+            model,
+            arrays,
+            patience,
+            log,
+            key,
+        )
+        self.best, self.best_state, self.since = math.inf, copy.deepcopy(model.state_dict()), 0
+
+    def point(self, state: dict[str, Any], window: Window) -> dict[str, Any]:
+        from tasks.tabular.models import predict
+
+        dev = float(
+            np.mean((predict(self.model, self.arrays["x_dev"]) - self.arrays["y_dev"]) ** 2)
+        )
+        return {"epoch": state["epoch"], "train_loss": window.loss, "dev_mse": dev}
+
+    def report(self, state: dict[str, Any], point: dict[str, Any], checkpoint: bool) -> bool:
+        if self.log is not None:
+            self.log.add(
+                point["epoch"],
+                {
+                    f"{self.key}_train_loss": point["train_loss"],
+                    f"{self.key}_dev_mse": point["dev_mse"],
+                },
+            )
+        if point["dev_mse"] < self.best:
+            self.best, self.best_state, self.since = (
+                point["dev_mse"],
+                copy.deepcopy(self.model.state_dict()),
+                0,
+            )
+            return False
+        self.since += 1
+        return self.since >= self.patience
+
 
 def fit_one(
     spec: dict[str, Any], arrays: dict[str, np.ndarray], config: dict[str, Any], log: Any, key: str
@@ -25,7 +71,7 @@ def fit_one(
     """Train one model; (its best-on-dev state dict, its summary with the dev curve)."""
     import torch
 
-    from tasks.tabular.models import build_model, predict, training_loss
+    from tasks.tabular.models import build_model, training_loss
 
     generator = torch.Generator().manual_seed(config["seed"])
     torch.manual_seed(config["seed"])
@@ -39,38 +85,34 @@ def fit_one(
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=spec["learning_rate"], weight_decay=spec["weight_decay"]
     )
-    best, best_state, since, curve = math.inf, copy.deepcopy(model.state_dict()), 0, []
     batch = config["batch_size"]
-    for epoch in range(1, config["epochs"] + 1):
-        model.train()
+
+    def epoch_batches(epoch: int) -> Any:
         order = torch.randperm(len(x), generator=generator)
-        losses = []
-        for start in range(0, len(x), batch):
-            rows = order[start : start + batch]
-            sampled = None
-            if spec["family"] == "retrieval":
-                pick = torch.randperm(len(x), generator=generator)[: spec["candidates"]]
-                sampled = (x[pick], y[pick], rows[:, None] == pick[None, :])
-            loss = training_loss(model, spec, x[rows], y[rows], sampled)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
-        dev = float(np.mean((predict(model, arrays["x_dev"]) - arrays["y_dev"]) ** 2))
-        curve.append({"epoch": epoch, "train_loss": float(np.mean(losses)), "dev_mse": dev})
-        if log is not None:
-            log.add(epoch, {f"{key}_train_loss": curve[-1]["train_loss"], f"{key}_dev_mse": dev})
-        if dev < best:
-            best, best_state, since = dev, copy.deepcopy(model.state_dict()), 0
-        else:
-            since += 1
-            if since >= config["patience"]:
-                break
+        return [order[start : start + batch] for start in range(0, len(x), batch)]
+
+    def loss_of(rows: Any) -> Any:
+        sampled = None
+        if spec["family"] == "retrieval":
+            pick = torch.randperm(len(x), generator=generator)[: spec["candidates"]]
+            sampled = (x[pick], y[pick], rows[:, None] == pick[None, :])
+        return training_loss(model, spec, x[rows], y[rows], sampled)
+
+    stopping = EarlyStopping(model, arrays, config["patience"], log, key)
+    plan = LoopPlan(epochs=config["epochs"])
+    curve = run_loop(
+        model, optimizer, loss_of, plan, fresh_state(), stopping, epoch_batches=epoch_batches
+    )["curve"]
     if log is not None:
         log.flush()
     chosen = min(curve, key=lambda point: point["dev_mse"])
-    summary = {"dev_mse": best, "best_epoch": chosen["epoch"], "epochs": len(curve), "curve": curve}
-    return best_state, summary
+    summary = {
+        "dev_mse": stopping.best,
+        "best_epoch": chosen["epoch"],
+        "epochs": len(curve),
+        "curve": curve,
+    }
+    return stopping.best_state, summary
 
 
 def fit_trial(

@@ -292,7 +292,7 @@ def run(params: TabularParams, inputs: Mapping[str, Path], ctx: StageContext) ->
                 lineage=LINEAGE,
                 sources=[inputs[d] for d in DATASETS],
                 threads=zoo.torch_threads,
-                cpus_per_trial=zoo.cpus_per_trial,
+                resources={"cpu": zoo.cpus_per_trial},
                 max_concurrent=zoo.max_concurrent_trials,
             )
 

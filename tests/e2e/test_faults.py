@@ -92,7 +92,7 @@ def test_full_disk_midway_leaves_no_partial_output(corpus_product):
 
 def newest_checkpoint_step(scratch):
     steps = []
-    for folder in scratch.glob("checkpoint_*/"):
+    for folder in scratch.glob("step-*/"):  # the core loop names checkpoints by step
         with contextlib.suppress(FileNotFoundError, json.JSONDecodeError):  # Ray writing it
             steps.append(json.loads((folder / "state.json").read_text())["step"])
     return max(steps, default=0)

@@ -1,6 +1,7 @@
-"""The shared training harness (tasks/core/training.py) on a tiny model: a run that dies
-resumes from its last checkpoint in the same MLflow run, a killed worker is restarted from
-its last checkpoint, and a model is registered only once its stage's outputs are committed.
+"""The shared training harness (tasks/core/training.py, the core loop and its Ray reporter)
+on a tiny model: a run that dies resumes from its last checkpoint in the same MLflow run, a
+killed worker is restarted from its last checkpoint, and a model is registered only once
+its stage's outputs are committed.
 (Killing a whole stage under `dvc repro` and resuming: tests/e2e/test_faults.py.)"""
 
 import os
@@ -15,16 +16,18 @@ import torch
 
 from tasks.core import tracking, training
 from tasks.core.errors import WorkerFailure
+from tasks.core.loop import LoopPlan, fresh_state, run_loop
 from tasks.core.ray_train import ScalingParams, start_worker
 from tasks.core.stage import StageContext
-from tasks.core.train_loop import MetricsLog, report_with_checkpoint, resume_state
+from tasks.core.train_loop import RayReporter, resume_state
 
 STEPS, EVERY, CRASH_AT = 12, 4, 6
 
 
 def tiny_loop(config):
-    """A 4→1 linear model on fixed data; checkpoints every EVERY steps; dies once at
-    CRASH_AT when `crash_once` names a marker file that does not exist yet."""
+    """A 4→1 linear model on fixed data, trained by the core loop; checkpoints every EVERY
+    steps; dies once at CRASH_AT when `crash_once` names a marker file that does not exist
+    yet."""
     start_worker(config)
     if config.get("pid_file"):
         Path(config["pid_file"]).write_text(str(os.getpid()))
@@ -34,34 +37,29 @@ def tiny_loop(config):
     def load(folder: Path) -> None:
         model.load_state_dict(torch.load(folder / "model.pt", weights_only=True))
 
-    state = resume_state(load, optimizer) or {"step": 0, "curve": [], "resumed_from": []}
-    metrics_log = MetricsLog(config) if config["run_id"] else None
+    state = resume_state(load, optimizer) or fresh_state()
     x = torch.tensor(config["x"])  # a copy: Ray hands workers read-only arrays
     y = x.sum(dim=1, keepdim=True)
-    while state["step"] < config["steps"]:
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        state["step"] += 1
+
+    def loss_of(_batch):
         if config.get("step_seconds"):
             time.sleep(config["step_seconds"])
-            Path(config["progress_file"]).write_text(str(state["step"]))
-        state["curve"].append({"step": state["step"], "loss": loss.item()})
+            Path(config["progress_file"]).write_text(str(state["step"] + 1))
         marker = Path(config["crash_once"])
         if state["step"] == CRASH_AT and not marker.exists():
             marker.touch()
             raise RuntimeError("injected crash")
-        if state["step"] % EVERY == 0:
-            if metrics_log:
-                metrics_log.add(state["step"], {"loss": loss.item()})
-                metrics_log.flush()
-            report_with_checkpoint(
-                {"step": state["step"]},
-                state,
-                lambda f: torch.save(model.state_dict(), f / "model.pt"),
-                optimizer,
-            )
+        return torch.nn.functional.mse_loss(model(x), y)
+
+    def point(state, window):
+        return {"step": state["step"], "loss": window.loss}
+
+    def save(folder: Path) -> None:
+        torch.save(model.state_dict(), folder / "model.pt")
+
+    plan = LoopPlan(steps=config["steps"], log_every=EVERY, checkpoint_every=EVERY)
+    reporter = RayReporter(config, point, save, optimizer)
+    run_loop(model, optimizer, loss_of, plan, state, reporter, next_batch=lambda state: None)
 
 
 def tiny_job(tmp_path: Path) -> training.TrainingJob:
@@ -152,7 +150,7 @@ def test_a_killed_worker_is_restarted_from_its_last_checkpoint(ray_session, tmp_
     # a checkpoint folder appears just before Ray registers it, hence not exactly 2 * EVERY
     assert resumed in (EVERY, 2 * EVERY)
     # one curve: the restarted worker went on from the checkpoint's state
-    assert [point["step"] for point in trained.state["curve"]] == list(range(1, 25))
+    assert [point["step"] for point in trained.state["curve"]] == list(range(EVERY, 25, EVERY))
 
 
 def tracking_run_id(ctx: StageContext) -> str:
