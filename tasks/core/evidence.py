@@ -337,7 +337,7 @@ def decide(
     if seeds is not None and len(seeds) < MIN_SEEDS:
         return "inconclusive", (
             f"a claim about training measured on {len(seeds)} seed(s) {list(seeds)}: "
-            f"≥ {MIN_SEEDS} decide it (the standard profile runs more)"
+            f"≥ {MIN_SEEDS} decide it"
         )
     return found, None
 
